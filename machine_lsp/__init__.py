@@ -1,0 +1,3 @@
+"""machine-lsp: parametric learning inside the editor."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The `machine` command line: translates argv into core and engine calls."""

@@ -1,0 +1,75 @@
+"""Entry point of the `machine` CLI.
+
+Each area of the tool registers its own subcommands (see the REGISTRARS list) so that the parser is assembled
+from small modules rather than one long file. A registrar receives the top-level subparsers and the `train`
+group's subparsers and sets `func` on every parser it adds; `func(args) -> int` returns the exit code.
+Exit codes: 0 ok, 1 the data has errors, 2 bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from machine_lsp import __version__
+
+# Modules that expose `register(sub, train_sub) -> None`. Missing modules are skipped so that areas can land
+# independently; an import error inside an existing module is a real bug and is raised.
+REGISTRARS = [
+    "machine_lsp.cli.tag_commands",  # good, bad, tagged, data, export
+    "machine_lsp.cli.validate_command",  # train validate
+    "machine_lsp.cli.train_commands",  # train sft|smoke|run|eval ..., jobs
+]
+
+
+class UsageError(Exception):
+    """Raised by a command for bad usage; printed without a traceback, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="machine",
+        description="Tag AI turns, validate chat JSONL, fine-tune and evaluate models.",
+    )
+    parser.add_argument("--version", action="version", version=f"machine-lsp {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    train = sub.add_parser("train", help="validate data, scaffold, smoke-test, train and evaluate")
+    train_sub = train.add_subparsers(dest="train_command", metavar="VERB")
+    train.set_defaults(func=lambda args: _missing_verb(train))
+    for name in REGISTRARS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub, train_sub)
+    return parser
+
+
+def _missing_verb(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args) or 0)
+    except UsageError as exc:
+        print(f"machine: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("machine: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Domain core: schemas, store, transcripts, tagging, export, validation, evals. Never imports torch or pygls."""

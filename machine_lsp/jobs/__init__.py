@@ -1,0 +1,1 @@
+"""Child-process jobs that stream JSON-lines events on stdout."""

@@ -1,0 +1,1 @@
+"""The machine-lsp language server (pygls). Never imports torch, transformers or tinker."""
