@@ -98,12 +98,6 @@ def text_of(message: Message) -> str:
     return "".join(part.text for part in message.content if isinstance(part, TextPart))
 
 
-def has_thinking(message: Message) -> bool:
-    return not isinstance(message.content, str) and any(
-        isinstance(part, ThinkingPart) for part in message.content
-    )
-
-
 def to_cookbook_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Plain dicts in the shape of tinker-cookbook's `renderers.Message` TypedDict.
 

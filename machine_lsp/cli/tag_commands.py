@@ -1,0 +1,279 @@
+"""`machine good|bad|tagged|data|export`: tag assistant turns into the Machine store, review and export them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from machine_lsp.core.export import export_pairs, export_sft
+from machine_lsp.core.schema import TagRecord, encode, text_of
+from machine_lsp.core.store import Store, StoreError
+from machine_lsp.core.tagging import TagRefused, tag
+from machine_lsp.core.transcripts import TranscriptError, load_turns, turn_at
+from machine_lsp.core.transcripts.base import display_path
+
+EXIT_OK = 0
+EXIT_DATA = 1
+EXIT_USAGE = 2
+
+
+def _out() -> Console:
+    return Console(soft_wrap=True)
+
+
+def _err() -> Console:
+    return Console(stderr=True, soft_wrap=True)
+
+
+def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
+    good = sub.add_parser("good", help="tag an assistant turn as good (optionally with a rewrite)")
+    good.add_argument("note", nargs="?", default="", metavar="NOTE", help="why it is good (optional)")
+    good.add_argument(
+        "--as", dest="rewrite", metavar="TEXT", help="store TEXT as the answer; keep the original"
+    )
+    _add_turn_arguments(good)
+    good.set_defaults(func=lambda args: _tag_command(args, "good"))
+
+    bad = sub.add_parser("bad", help="tag an assistant turn as bad")
+    bad.add_argument("note", nargs="?", default="", metavar="NOTE", help="what is wrong with it (optional)")
+    _add_turn_arguments(bad)
+    bad.set_defaults(func=lambda args: _tag_command(args, "bad"))
+
+    tagged = sub.add_parser("tagged", help="list the tagged turns")
+    tagged.add_argument("--verdict", choices=["good", "bad"], help="only this verdict")
+    tagged.add_argument("--json", action="store_true", help="print the records as a JSON array")
+    tagged.set_defaults(func=_tagged_command)
+
+    data = sub.add_parser("data", help="where the store is and what it holds")
+    data.add_argument("--json", action="store_true", help="print path and counts as JSON")
+    data.set_defaults(func=_data_command)
+
+    export = sub.add_parser("export", help="export tagged turns as training data")
+    export.add_argument(
+        "format", choices=["sft", "pairs"], help="sft: good rows as chat JSONL; pairs: preferences"
+    )
+    export.add_argument("--out", type=Path, metavar="FILE", help="write here instead of stdout")
+    export.set_defaults(func=_export_command)
+
+
+def _add_turn_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="FILE[:LINE]",
+        help="chat JSONL or agent session log; LINE picks the turn (default: the last one)",
+    )
+    parser.add_argument("--trace", action="store_true", help="keep the turn's tool calls and results")
+    parser.add_argument("--thinking", action="store_true", help="keep the model's thinking (session logs)")
+
+
+def parse_source(value: str) -> tuple[Path, int | None]:
+    """`FILE[:LINE]` -> (path, line). A file whose own name ends in `:N` wins over the line reading."""
+    path_text, sep, line_text = value.rpartition(":")
+    if sep and line_text.isdigit() and path_text and not Path(value).exists():
+        return Path(path_text), int(line_text)
+    if sep and not line_text and path_text:
+        return Path(path_text), None  # "file.jsonl:" -> no line
+    return Path(value), None
+
+
+def _guard(func: Callable[[], int]) -> int:
+    """Run a command body, turning the errors people cause into one clear line and an exit code."""
+    try:
+        return func()
+    except TranscriptError as exc:
+        _err().print(f"[red]machine:[/red] {escape(str(exc))}")
+        return EXIT_USAGE
+    except StoreError as exc:
+        _err().print(f"[red]machine:[/red] store: {escape(str(exc))}")
+        return EXIT_USAGE
+    except TagRefused as exc:
+        _err().print(f"[red]machine:[/red] {escape(str(exc))}")
+        return EXIT_DATA
+
+
+def _print_store_warnings(store: Store) -> None:
+    for warning in store.warnings:
+        _err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
+
+
+def _tag_command(args: argparse.Namespace, verdict: str) -> int:
+    def body() -> int:
+        path, line = parse_source(args.source)
+        turns = load_turns(path, trace=args.trace, thinking=args.thinking)
+        turn = turn_at(turns, line)
+        store = Store.open()
+        try:
+            result = tag(
+                store, turn, verdict, note=args.note, rewrite=getattr(args, "rewrite", None), trace=args.trace
+            )
+        except TagRefused as exc:
+            raise TagRefused(f"{display_path(turn.source.uri)}:{turn.end_line}: {exc}") from None
+        _print_store_warnings(store)
+        err = _err()
+        for warning in turn.warnings:
+            err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        where = f"{display_path(turn.source.uri)}:{turn.end_line}"
+        record = result.record
+        out = _out()
+        if result.duplicate:
+            out.print(
+                f"Already tagged {verdict}: {escape(where)} is record {record.id} "
+                f"(tagged {escape(record.created_at)}); nothing added."
+            )
+            return EXIT_OK
+        colour = "green" if verdict == "good" else "red"
+        extras = []
+        if record.original is not None:
+            extras.append("rewritten")
+        if record.trace:
+            extras.append("with tool trace")
+        suffix = f" ({', '.join(extras)})" if extras else ""
+        out.print(
+            f"[{colour}]Tagged {verdict}[/{colour}]{escape(suffix)}: {escape(where)} -> record {record.id} "
+            f"in {escape(str(store.tagged_path))}"
+        )
+        return EXIT_OK
+
+    return _guard(body)
+
+
+def _short(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _tagged_command(args: argparse.Namespace) -> int:
+    def body() -> int:
+        store = Store.open()
+        records = [r for r in store.records() if args.verdict is None or r.verdict == args.verdict]
+        _print_store_warnings(store)
+        if args.json:
+            sys.stdout.write(encode(records).decode() + "\n")
+            return EXIT_OK
+        if not records:
+            _err().print(f"No tagged turns yet in {escape(str(store.tagged_path))}.")
+            return EXIT_OK
+        table = Table(title=f"Tagged turns ({len(records)})")
+        # Long texts are cut to one line each; `--json` has them whole.
+        table.add_column("id", style="dim", no_wrap=True, min_width=16)
+        table.add_column("verdict", no_wrap=True, min_width=7)
+        table.add_column("prompt", no_wrap=True, overflow="ellipsis", max_width=32)
+        table.add_column("answer", no_wrap=True, overflow="ellipsis", max_width=48)
+        table.add_column("note", no_wrap=True, overflow="ellipsis", max_width=32)
+        table.add_column("source", no_wrap=True, overflow="ellipsis", min_width=12)
+        for record in records:
+            table.add_row(*_row_cells(record))
+        _out().print(table)
+        return EXIT_OK
+
+    return _guard(body)
+
+
+def _row_cells(record: TagRecord) -> list[Any]:
+    verdict = "[green]good[/green]" if record.verdict == "good" else "[red]bad[/red]"
+    flags = [flag for flag, on in (("rewrite", record.original is not None), ("trace", record.trace)) if on]
+    if flags:
+        verdict += f" [dim]({', '.join(flags)})[/dim]"
+    prompt = next((text_of(m) for m in reversed(record.messages[:-1]) if m.role == "user"), "")
+    answer = text_of(record.messages[-1]) if record.messages else ""
+    source = display_path(record.source.uri)
+    source = Path(source).name + (f":{record.source.line}" if record.source.line else "")
+    return [
+        record.id,
+        verdict,
+        escape(_short(prompt, 40)),
+        escape(_short(answer)),
+        escape(_short(record.note, 30)),
+        escape(source),
+    ]
+
+
+def _data_command(args: argparse.Namespace) -> int:
+    def body() -> int:
+        store = Store.open()
+        counts = store.counts()
+        torn = store.torn_files()
+        if args.json:
+            payload = {
+                "store": str(store.root),
+                "tagged_path": str(store.tagged_path),
+                "exists": store.tagged_path.exists(),
+                "counts": msgspec.to_builtins(counts),
+                "torn_files": [str(path) for path in torn],
+                "warnings": store.warnings,
+            }
+            sys.stdout.write(msgspec.json.encode(payload).decode() + "\n")
+            return EXIT_OK
+        out = _out()
+        out.print(f"[bold]Machine store[/bold] {escape(str(store.root))}")
+        if not store.tagged_path.exists():
+            out.print("  nothing tagged yet (tag a turn with `machine good --from FILE[:LINE]`)")
+        out.print(
+            f"  tagged: {counts.total}   [green]good {counts.good}[/green]   [red]bad {counts.bad}[/red]   "
+            f"rewritten {counts.rewritten}   traced {counts.traced}"
+        )
+        _print_store_warnings(store)
+        for path in torn:
+            _err().print(
+                f"[yellow]warning:[/yellow] {escape(path.name)} holds a torn line from an interrupted write "
+                "(kept for you to inspect; delete it when done)"
+            )
+        return EXIT_OK
+
+    return _guard(body)
+
+
+def _export_command(args: argparse.Namespace) -> int:
+    def body() -> int:
+        store = Store.open()
+        records = store.records()
+        _print_store_warnings(store)
+        if args.format == "sft":
+            lines = [encode(row) for row in export_sft(records)]
+            what = "training rows (good tags, rewrites applied)"
+        else:
+            lines = [msgspec.json.encode(pair) for pair in export_pairs(records)]
+            what = "preference pairs"
+        payload = b"".join(line + b"\n" for line in lines)
+        if args.out is None:
+            sys.stdout.buffer.write(payload)
+            sys.stdout.flush()
+        else:
+            _write_atomically(args.out, payload)
+            _err().print(f"Wrote {len(lines)} {what} to {escape(str(args.out))}")
+        if not lines:
+            _err().print(f"[yellow]note:[/yellow] no {what} to export yet")
+        return EXIT_OK
+
+    return _guard(body)
+
+
+def _write_atomically(path: Path, payload: bytes) -> None:
+    """Write via a temporary file and rename, so a crash never leaves half an export behind."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise StoreError(f"--out {path} is a directory")
+    if not directory.is_dir():
+        raise StoreError(f"--out {path}: the folder {directory} does not exist")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise

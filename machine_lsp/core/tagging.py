@@ -1,0 +1,96 @@
+"""Turning a transcript turn into a tag record in the store."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import msgspec
+
+from machine_lsp import __version__
+from machine_lsp.core.schema import Message, TagRecord, Verdict, text_of
+from machine_lsp.core.store import Store
+from machine_lsp.core.transcripts.base import Turn
+
+
+class TagRefused(Exception):
+    """The turn cannot be tagged as asked (e.g. good on an aborted reply); str() says why."""
+
+
+class TagResult(msgspec.Struct):
+    record: TagRecord  # the new record, or the existing one when this is a duplicate
+    duplicate_of: str | None = None  # id of the record already holding this conversation + verdict
+
+    @property
+    def duplicate(self) -> bool:
+        return self.duplicate_of is not None
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_record_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def apply_rewrite(messages: list[Message], answer_index: int, rewrite: str) -> tuple[list[Message], str]:
+    """The conversation with the answer's text replaced by `rewrite` (its thinking goes too: it reasoned towards
+    the old answer), and the original answer text."""
+    answer = messages[answer_index]
+    rewritten = msgspec.structs.replace(answer, content=rewrite)
+    return [*messages[:answer_index], rewritten, *messages[answer_index + 1 :]], text_of(answer)
+
+
+def build_record(
+    turn: Turn,
+    verdict: Verdict,
+    note: str = "",
+    rewrite: str | None = None,
+    trace: bool = False,
+) -> TagRecord:
+    """The record a tag would store (no store involved). Raises TagRefused for tags that make no sense."""
+    if verdict not in ("good", "bad"):
+        raise TagRefused(f"verdict must be good or bad, not {verdict!r}")
+    if rewrite is not None:
+        if verdict != "good":
+            raise TagRefused("a rewrite (--as) is the answer you want, so it goes with good, not bad")
+        if not rewrite.strip():
+            raise TagRefused("the rewrite (--as) is empty")
+    if verdict == "good" and turn.tags_blocked:
+        raise TagRefused(turn.tags_blocked)
+    messages = turn.messages[: turn.answer_index + 1]
+    original = None
+    if rewrite is not None:
+        messages, original = apply_rewrite(messages, turn.answer_index, rewrite)
+    return TagRecord(
+        id=new_record_id(),
+        verdict=verdict,
+        messages=messages,
+        source=turn.source,
+        created_at=now_iso(),
+        tool_version=__version__,
+        note=note,
+        original=original,
+        trace=trace,
+    )
+
+
+def tag(
+    store: Store,
+    turn: Turn,
+    verdict: Verdict,
+    note: str = "",
+    rewrite: str | None = None,
+    trace: bool = False,
+) -> TagResult:
+    """Tag `turn` good or bad in `store`.
+
+    Refuses good on a blocked turn (stopReason error/aborted, empty reply) with the reason; the same
+    conversation tagged with the same verdict again is reported as a duplicate, not appended.
+    """
+    record = build_record(turn, verdict, note=note, rewrite=rewrite, trace=trace)
+    existing = store.find_same(record.messages, verdict)
+    if existing is not None:
+        return TagResult(record=existing, duplicate_of=existing.id)
+    return TagResult(record=store.append(record))

@@ -1,0 +1,107 @@
+"""What every transcript adapter produces: assistant turns with their conversation and where they came from."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import msgspec
+
+from machine_lsp.core.schema import Message, Source
+
+
+class Turn(msgspec.Struct, omit_defaults=True):
+    """One assistant answer that can be tagged, with the conversation that led to it.
+
+    `line`..`end_line` (1-based, inclusive) is the span of the file that selects this turn; `messages` ends with the
+    answer at `answer_index`; `tags_blocked` says why the turn cannot be tagged good (None when it can).
+    """
+
+    line: int
+    end_line: int
+    messages: list[Message]
+    answer_index: int
+    source: Source
+    tags_blocked: str | None = None
+    warnings: list[str] = msgspec.field(default_factory=list)  # e.g. an image dropped from the conversation
+
+
+class TranscriptError(Exception):
+    """A transcript cannot be read at a precise place. str() is `uri:line:column: message` (as much as known)."""
+
+    def __init__(self, uri: str, message: str, line: int | None = None, column: int | None = None) -> None:
+        self.uri = uri
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(self.location() + message)
+
+    def location(self) -> str:
+        where = display_path(self.uri)
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return where + ": "
+
+
+class TurnList(list[Turn]):
+    """The turns of a file in file order, plus the lines that could not be read (kept so that a broken line
+    elsewhere in the file does not stop the user tagging a good one)."""
+
+    def __init__(
+        self, turns: list[Turn] | None = None, problems: list[TranscriptError] | None = None
+    ) -> None:
+        super().__init__(turns or [])
+        self.problems: list[TranscriptError] = problems or []
+        self.line_count = 0
+        self.uri = ""
+        self.adapter = ""
+
+
+class TranscriptAdapter(Protocol):
+    name: str
+
+    def sniff(self, first_line: str) -> bool: ...
+
+    def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList: ...
+
+
+def display_path(uri: str) -> str:
+    """A file URI as the path a person typed; other URIs unchanged."""
+    if uri.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(uri).path)
+    return uri
+
+
+def json_error_position(line_text: str, error: Exception) -> int:
+    """1-based column (code points) of a msgspec JSON decode error on one line, from its `(byte N)` hint."""
+    message = str(error)
+    marker = "(byte "
+    start = message.rfind(marker)
+    if start == -1:
+        return 1
+    digits = message[start + len(marker) :].split(")", 1)[0]
+    try:
+        byte_offset = int(digits)
+    except ValueError:
+        return 1
+    prefix = line_text.encode("utf-8", "surrogatepass")[:byte_offset]
+    return len(prefix.decode("utf-8", "replace")) + 1
+
+
+def decode_json_line(line_text: str, uri: str, line_no: int) -> Any:
+    """Decode one JSONL line or raise TranscriptError pointing at the offending column."""
+    try:
+        return msgspec.json.decode(line_text)
+    except msgspec.DecodeError as exc:
+        if "truncated" in str(exc):
+            column = len(line_text.rstrip()) + 1  # the JSON value ends early: point just past the text
+            reason = "the line ends before the JSON value does"
+        else:
+            column = json_error_position(line_text, exc)
+            reason = str(exc).split(" (byte", 1)[0].removeprefix("JSON is malformed: ")
+        raise TranscriptError(uri, f"not valid JSON: {reason}", line_no, column) from None
+    except RecursionError:
+        raise TranscriptError(uri, "JSON nested too deeply to read", line_no, 1) from None

@@ -1,0 +1,102 @@
+"""Chat JSONL: each line `{"messages": [...]}` is one turn; its last assistant message is the answer."""
+
+from __future__ import annotations
+
+import msgspec
+
+from machine_lsp.core.schema import Message, Source, TextPart, text_of, training_row_from_obj
+from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line
+
+
+class ChatJsonlAdapter:
+    name = "chat_jsonl"
+
+    def sniff(self, first_line: str) -> bool:
+        return '"messages"' in first_line
+
+    def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
+        result = TurnList()
+        lines = text.split("\n")
+        result.line_count = len(lines) - (1 if lines and lines[-1] == "" else 0)
+        for line_no, raw in enumerate(lines, start=1):
+            line_text = raw.removesuffix("\r")
+            if not line_text.strip():
+                continue
+            try:
+                turn = self._turn(line_text, uri, line_no, trace=trace)
+            except TranscriptError as exc:
+                result.problems.append(exc)
+                continue
+            if turn is not None:
+                result.append(turn)
+        return result
+
+    def _turn(self, line_text: str, uri: str, line_no: int, *, trace: bool) -> Turn | None:
+        obj = decode_json_line(line_text, uri, line_no)
+        if not isinstance(obj, dict):
+            kind = "null" if obj is None else type(obj).__name__
+            raise TranscriptError(
+                uri, f'expected a JSON object {{"messages": [...]}}, got {kind}', line_no, 1
+            )
+        try:
+            row = training_row_from_obj(obj)
+        except msgspec.ValidationError as exc:
+            raise TranscriptError(
+                uri, f"not a chat row: {exc}", line_no, _shape_error_column(line_text, line_no)
+            ) from None
+        messages = row.messages
+        answer_index = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None
+        )
+        if answer_index is None:
+            return None  # a prompt-only row (e.g. an eval row): nothing to tag
+        messages = messages[: answer_index + 1]
+        source = Source(kind="chat_jsonl", uri=uri, line=line_no, end_line=line_no)
+        blocked = None
+        if not trace and _has_tools(messages):
+            if text_of(messages[answer_index]).strip():
+                messages = text_turns_only(messages)
+                answer_index = len(messages) - 1
+            else:
+                blocked = "the answer is only a tool call: tag it with --trace to keep the tool calls"
+        answer = messages[answer_index]
+        if blocked is None and not text_of(answer).strip() and not answer.tool_calls:
+            blocked = "the answer is empty"
+        return Turn(line_no, line_no, messages, answer_index, source, tags_blocked=blocked)
+
+
+def _has_tools(messages: list[Message]) -> bool:
+    return any(message.role == "tool" or message.tool_calls for message in messages)
+
+
+def text_turns_only(messages: list[Message]) -> list[Message]:
+    """The plain (non-trace) view of a conversation: tool messages and tool calls removed, and assistant
+    messages that only called tools dropped."""
+    kept: list[Message] = []
+    for message in messages:
+        if message.role == "tool":
+            continue
+        if message.role == "assistant":
+            if not text_of(message).strip():
+                continue
+            content = message.content
+            if not isinstance(content, str):
+                content = [part for part in content if not isinstance(part, TextPart) or part.text]
+            kept.append(Message(role="assistant", content=content))
+            continue
+        kept.append(message)
+    return kept
+
+
+def _shape_error_column(line_text: str, line_no: int) -> int | None:
+    """Column of the first shape error, borrowed from the validator when it is available (it locates keys)."""
+    try:
+        from machine_lsp.core.validate import check_line
+    except ImportError:
+        return 1
+    try:
+        findings = check_line(line_text, line_no, "train").findings
+    except Exception:  # the validator is a convenience here; never let it hide the real error
+        return 1
+    errors = [finding for finding in findings if finding.severity == "error"]
+    return errors[0].column if errors else 1
