@@ -1,0 +1,199 @@
+"""`machine train validate [FILE] [--eval FILE] [--model M] [--renderer R] [--max-length N] [--json]`.
+
+Exit codes: 0 clean (warnings allowed), 1 errors in the data, 2 unreadable input or bad usage.
+Without FILE it validates the store's good rows as they would be exported for SFT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from machine_lsp.core.validate import (
+    Finding,
+    Report,
+    UnreadableFile,
+    read_input,
+    validate_bytes,
+    validate_path,
+)
+
+EXIT_OK = 0
+EXIT_DATA = 1
+EXIT_USAGE = 2
+MAX_PRINTED_FINDINGS = 200
+STORE_LABEL = "<store: good rows as SFT>"
+
+
+def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
+    parser = train_sub.add_parser(
+        "validate",
+        help="check chat JSONL (shape, duplicates, train/eval leakage; tokens with --model)",
+        description="Validate a training file (and its eval file). Without FILE: the store's good rows as SFT.",
+    )
+    parser.add_argument("file", nargs="?", metavar="FILE", help="chat JSONL to validate (default: the store)")
+    parser.add_argument(
+        "--eval", dest="eval_file", metavar="FILE", help="the held-out eval file (checks leakage)"
+    )
+    parser.add_argument(
+        "--model",
+        metavar="M",
+        help="also check every row renders with this model's tokenizer (offline; default model: SmolLM2)",
+    )
+    parser.add_argument(
+        "--renderer", metavar="R", help="tinker-cookbook renderer name (default: the model's)"
+    )
+    parser.add_argument("--max-length", type=int, metavar="N", help="flag rows longer than N tokens")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    if args.max_length is not None and args.max_length <= 0:
+        err.print("machine: --max-length must be a positive number of tokens")
+        return EXIT_USAGE
+    if args.file is None and args.eval_file is not None:
+        err.print("machine: --eval needs a training FILE to compare against")
+        return EXIT_USAGE
+    tokens_wanted = bool(args.model or args.renderer or args.max_length)
+    data: bytes | None = None
+    eval_data: bytes | None = None
+    try:
+        if args.file is None:
+            data = _store_sft_bytes()
+            report = validate_bytes(data, "train", file=STORE_LABEL)
+        else:
+            report = validate_path(args.file, args.eval_file)
+            if tokens_wanted:  # the token checks render the rows again from the bytes
+                data = read_input(args.file)
+                eval_data = read_input(args.eval_file) if args.eval_file else None
+    except UnreadableFile as exc:
+        err.print(f"machine: {escape(str(exc))}")
+        return EXIT_USAGE
+
+    if tokens_wanted and data is not None:
+        from machine_lsp.core.readiness import ReadinessError, check_readiness
+
+        try:
+            _add_readiness(report, check_readiness(data, report, args.model, args.renderer, args.max_length))
+            if eval_data is not None and report.eval_report is not None:
+                readiness = check_readiness(
+                    eval_data, report.eval_report, args.model, args.renderer, args.max_length, "eval"
+                )
+                _add_readiness(report.eval_report, readiness)
+        except ReadinessError as exc:
+            err.print(f"machine: cannot check tokens: {escape(str(exc))}")
+            return EXIT_USAGE
+
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(_as_json(report)).decode() + "\n")
+    else:
+        _print_human(report)
+    return EXIT_OK if report.all_ok else EXIT_DATA
+
+
+def _store_sft_bytes() -> bytes:
+    from machine_lsp.core.export import export_sft
+    from machine_lsp.core.schema import encode_training_row
+    from machine_lsp.core.store import Store, StoreError
+
+    try:
+        records = Store.open().records()
+    except StoreError as exc:
+        raise UnreadableFile(f"the store cannot be read: {exc}") from None
+    return b"".join(encode_training_row(row) + b"\n" for row in export_sft(records))
+
+
+def _add_readiness(report: Report, readiness: Any) -> None:
+    report.findings = sorted(report.findings + readiness.findings, key=lambda f: (f.line, f.column, f.code))
+    errors = sum(1 for f in readiness.findings if f.severity == "error")
+    report.stats["errors"] += errors
+    report.stats["warnings"] += len(readiness.findings) - errors
+    report.stats["tokens"] = readiness.stats
+    report.ok = report.ok and errors == 0
+
+
+def _finding_json(finding: Finding) -> dict[str, Any]:
+    return {
+        "line": finding.line,
+        "column": finding.column,
+        "end_line": finding.end_line,
+        "end_column": finding.end_column,
+        "severity": finding.severity,
+        "code": finding.code,
+        "message": finding.message,
+    }
+
+
+def _as_json(report: Report) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "file": report.file,
+        "rows": report.rows,
+        "ok": report.all_ok,
+        "findings": [_finding_json(f) for f in report.findings],
+        "stats": report.stats,
+    }
+    if report.eval_report is not None:
+        out["eval"] = _as_json(report.eval_report)
+    return out
+
+
+def _print_human(report: Report) -> None:
+    console = Console(soft_wrap=True, highlight=False)
+    reports = [report] + ([report.eval_report] if report.eval_report is not None else [])
+    for one in reports:
+        shown = one.findings[:MAX_PRINTED_FINDINGS]
+        for f in shown:
+            colour = "red" if f.severity == "error" else "yellow"
+            console.print(
+                f"{escape(one.file)}:{f.line}:{f.column}: [{colour}]{f.severity}[/{colour}] "
+                f"[bold]{f.code}[/bold] {escape(f.message)}"
+            )
+        if len(one.findings) > len(shown):
+            console.print(
+                f"… and {len(one.findings) - len(shown)} more findings in {escape(one.file)} (see --json)"
+            )
+
+    table = Table(title="validation", title_justify="left", show_edge=False)
+    for column in ("file", "rows", "errors", "warnings", "MB/s", "result"):
+        table.add_column(column, justify="left" if column in ("file", "result") else "right")
+    for one in reports:
+        stats = one.stats
+        result = "[green]ok[/green]" if one.ok else "[red]errors[/red]"
+        table.add_row(
+            escape(one.file),
+            str(one.rows),
+            str(stats["errors"]),
+            str(stats["warnings"]),
+            f"{stats['mb_per_s']:.0f}" if stats.get("mb_per_s") else "-",
+            result,
+        )
+    console.print(table)
+    for one in reports:
+        tokens = one.stats.get("tokens")
+        if not tokens:
+            continue
+        parts = []
+        if tokens["rendered_train_rows"]:
+            parts.append(
+                f"{tokens['tokens']} tokens in {tokens['rendered_train_rows']} rows, {tokens['trained_tokens']} trained"
+            )
+        if tokens["rendered_eval_rows"]:
+            parts.append(
+                f"{tokens['eval_prompt_tokens']} prompt tokens in {tokens['rendered_eval_rows']} eval rows"
+            )
+        if tokens["max_tokens_line"]:
+            parts.append(f"longest {tokens['max_tokens']} tokens (line {tokens['max_tokens_line']})")
+        console.print(
+            f"{escape(one.file)}: {escape(tokens['model'])} via renderer {escape(tokens['renderer'])}: "
+            + ("; ".join(parts) or "no rows rendered")
+        )
+    if report.file == STORE_LABEL and report.rows == 0:
+        console.print("the store has no good rows yet: tag some with `machine good --from FILE`")

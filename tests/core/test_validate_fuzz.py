@@ -1,0 +1,158 @@
+"""Hypothesis fuzz of the validator: no exception on any input, every finding inside the file, fast and slow
+paths agree."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from machine_lsp.core import validate as v
+
+ROLES = st.sampled_from(["system", "user", "assistant", "tool", "Assistant", "USER", "bot", "", 3])
+CONTENT = st.one_of(
+    st.text(max_size=12),
+    st.none(),
+    st.integers(),
+    st.lists(
+        st.one_of(
+            st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=6)}),
+            st.fixed_dictionaries({"type": st.just("thinking"), "thinking": st.text(max_size=6)}),
+            st.fixed_dictionaries({"type": st.text(max_size=5)}),
+        ),
+        max_size=3,
+    ),
+)
+CALL = st.fixed_dictionaries(
+    {
+        "id": st.sampled_from(["c1", "c2"]),
+        "function": st.fixed_dictionaries(
+            {"name": st.just("f"), "arguments": st.sampled_from(["{}", "{", "[1]"])}
+        ),
+    }
+)
+MESSAGE = st.fixed_dictionaries(
+    {"role": ROLES},
+    optional={
+        "content": CONTENT,
+        "tool_calls": st.one_of(st.none(), st.lists(CALL, max_size=2), st.just("x")),
+        "tool_call_id": st.one_of(st.sampled_from(["c1", "c2", "c3"]), st.integers()),
+        "name": st.one_of(st.text(max_size=3), st.integers()),
+    },
+)
+ROW = st.fixed_dictionaries(
+    {},
+    optional={
+        "messages": st.one_of(st.lists(MESSAGE, max_size=4), st.text(max_size=3), st.none()),
+        "expected": st.one_of(
+            st.text(max_size=6), st.integers(), st.none(), st.sampled_from(["(", "a+", "[x"])
+        ),
+        "match": st.one_of(st.sampled_from(["exact", "contains", "regex", "Regex", "x"]), st.integers()),
+        "id": st.one_of(st.text(max_size=3), st.integers()),
+    },
+)
+# Rows that are valid or one step from valid, so that the fast path is exercised too.
+GOOD_PART = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=4)}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": st.text(max_size=4)}),
+)
+GOOD_MESSAGE = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["system", "user", "assistant", "tool"]),
+        "content": st.one_of(st.text(min_size=1, max_size=8), st.just(""), st.lists(GOOD_PART, max_size=2)),
+    },
+    optional={
+        "tool_calls": st.lists(CALL, max_size=2),
+        "tool_call_id": st.sampled_from(["c1", "c2"]),
+        "name": st.text(max_size=3),
+    },
+)
+LAST = st.sampled_from([{"role": "assistant", "content": "ok"}, {"role": "user", "content": "q?"}])
+NEAR_ROW = st.builds(
+    lambda messages, last, extra: {"messages": messages + [last], **extra},
+    st.lists(GOOD_MESSAGE, max_size=3),
+    LAST,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "expected": st.sampled_from(["4", "a+", "(", "answer: \\d+"]),
+            "match": st.sampled_from(["exact", "contains", "regex"]),
+            "id": st.text(max_size=2),
+            "meta": st.integers(),
+        },
+    ),
+)
+ANY_ROW = st.one_of(ROW, NEAR_ROW)
+KINDS = st.sampled_from(["train", "eval", "auto"])
+
+
+def lines_of(text: str) -> list[str]:
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def assert_inside(text: str, report: v.Report) -> None:
+    lines = lines_of(text)
+    for finding in report.findings:
+        assert 1 <= finding.line <= finding.end_line <= len(lines), finding
+        assert 1 <= finding.column <= len(lines[finding.line - 1]) + 1, finding
+        assert 1 <= finding.end_column <= len(lines[finding.end_line - 1]) + 1, finding
+        if finding.line == finding.end_line:
+            assert finding.column <= finding.end_column, finding
+        assert finding.severity in ("error", "warning") and finding.code and finding.message
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(ANY_ROW, max_size=4), KINDS, st.sampled_from(["\n", "\r\n"]))
+def test_structured_rows_never_raise_and_findings_stay_inside(
+    rows: list[dict], kind: v.Kind, eol: str
+) -> None:
+    text = eol.join(json.dumps(row, ensure_ascii=False) for row in rows)
+    report = v.validate_text(text, kind)
+    assert_inside(text, report)
+    bytes_report = v.validate_bytes(text.encode(), kind)
+    assert [(f.line, f.column, f.code) for f in bytes_report.findings] == [
+        (f.line, f.column, f.code) for f in report.findings
+    ]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.one_of(ROW.map(json.dumps), st.sampled_from(["", "  ", "null", "[]", "{,"])), max_size=5),
+    KINDS,
+)
+def test_file_loop_agrees_with_check_line_and_dataset_findings(lines: list[str], kind: v.Kind) -> None:
+    # The file loop writes check_line's fast path out inline; both must report the same findings.
+    lines = lines + lines[:1]  # a duplicate, when there is a row
+    text = "".join(line + "\n" for line in lines)
+    results = [v.check_line(line, index + 1, kind) for index, line in enumerate(lines)]
+    expected = [f for r in results for f in r.findings] + v.dataset_findings(results)
+    key = lambda f: (f.line, f.column, f.code, f.message)  # noqa: E731
+    assert sorted(map(key, v.validate_text(text, kind).findings)) == sorted(map(key, expected))
+    assert sorted(map(key, v.validate_bytes(text.encode(), kind).findings)) == sorted(map(key, expected))
+
+
+@settings(max_examples=400, deadline=None)
+@given(ANY_ROW, KINDS)
+def test_fast_path_accepts_only_rows_the_slow_path_finds_clean(row: dict, kind: v.Kind) -> None:
+    text = json.dumps(row)
+    if v._fast_check(text, kind) is not None or v._plain_check(text, kind, True) is not None:
+        assert v._slow_check(text, 1, kind).findings == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from('{}[]":,\\ \t\r\nab0-eE.🙂\ufeffnultrsfa'), max_size=60), KINDS)
+def test_arbitrary_text_never_raises(text: str, kind: v.Kind) -> None:
+    assert_inside(text, v.validate_text(text, kind))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80))
+def test_arbitrary_bytes_never_raise(data: bytes) -> None:
+    try:
+        report = v.validate_bytes(data)
+    except v.UnreadableFile as exc:
+        assert "binary" in str(exc) or "UTF-16" in str(exc)
+        return
+    text = data.decode("utf-8", "surrogateescape")
+    assert_inside(text, report)
