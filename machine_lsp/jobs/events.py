@@ -7,6 +7,7 @@ the first step) rather than missing, so readers can rely on every field being pr
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 import msgspec
@@ -84,8 +85,8 @@ class Eval(_Event, tag="eval"):
 
 
 class Log(_Event, tag="log"):
-    level: Literal["debug", "info", "warning", "error"] = "info"
     message: str
+    level: Literal["debug", "info", "warning", "error"] = "info"
 
 
 class Done(_Event, tag="done"):
@@ -135,7 +136,7 @@ def event_to_dict(event: Event) -> dict[str, Any]:
     return msgspec.to_builtins(event)
 
 
-def iter_events(lines: Any) -> Any:
+def iter_events(lines: Iterable[bytes | str]) -> Iterator[Event]:
     """Decode an iterable of lines, skipping blank ones."""
     for line in lines:
         if line.strip():

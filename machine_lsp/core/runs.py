@@ -1,0 +1,204 @@
+"""Run directories: ``.machine/runs/<id>/`` with manifest.json, events.jsonl, stderr.log (pure; msgspec only).
+
+A manifest is rewritten atomically (temp file + rename) on every change so a reader never sees half a file.
+Status moves running -> done | failed | cancelled. A run whose manifest says running but whose process is gone
+(killed with SIGKILL, machine rebooted) is reported as ``lost`` by :func:`effective_status`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+RunStatus = Literal["running", "done", "failed", "cancelled"]
+MANIFEST = "manifest.json"
+EVENTS = "events.jsonl"
+STDERR = "stderr.log"
+LOSS_PNG = "loss.png"
+
+
+class DataSnapshot(msgspec.Struct, omit_defaults=True):
+    """A data file a run used: where it came from, the copy in the run dir, its checksum and row count."""
+
+    role: str  # "train", "eval", "probe"
+    source: str  # original path, or "store" for the store's good rows
+    path: str  # the snapshot inside the run dir (or the original when not copied)
+    sha256: str
+    rows: int
+
+
+class CheckpointRecord(msgspec.Struct):
+    name: str
+    address: str
+    step: int
+    created_at: str
+    final: bool = False
+    state: str | None = None  # Tinker training-state path (tinker://<run>/weights/<name>) used to resume
+
+
+class RunManifest(msgspec.Struct):
+    id: str
+    job: str
+    status: RunStatus
+    created_at: str
+    updated_at: str
+    cwd: str
+    pid: int
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    engine: str | None = None
+    model: str | None = None
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    data: list[DataSnapshot] = msgspec.field(default_factory=list)
+    checkpoints: list[CheckpointRecord] = msgspec.field(default_factory=list)
+    last_checkpoint: str | None = None
+    steps_done: int = 0
+    resumed_from: str | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    finished_at: str | None = None
+
+
+_enc = msgspec.json.Encoder()
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def new_run_id(job: str) -> str:
+    """Sortable, unique, filesystem-safe: ``20261130-101500-train-run-3fa2``."""
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{job}-{secrets.token_hex(2)}"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    data = msgspec.json.format(_enc.encode(obj), indent=2) + b"\n"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
+    manifest.updated_at = now_iso()
+    write_json_atomic(run_dir / MANIFEST, manifest)
+
+
+def read_manifest(run_dir: Path) -> RunManifest:
+    """Raises FileNotFoundError or msgspec.ValidationError/DecodeError."""
+    return msgspec.json.decode((run_dir / MANIFEST).read_bytes(), type=RunManifest)
+
+
+def create_run_dir(runs_dir: Path, job: str, *, cwd: Path, args: dict[str, Any]) -> tuple[Path, RunManifest]:
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(10):
+        run_id = new_run_id(job)
+        run_dir = runs_dir / run_id
+        try:
+            run_dir.mkdir()
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - ten collisions of 16 random bits within one second
+        raise RuntimeError("could not allocate a run id")
+    stamp = now_iso()
+    manifest = RunManifest(
+        id=run_id,
+        job=job,
+        status="running",
+        created_at=stamp,
+        updated_at=stamp,
+        cwd=str(cwd),
+        pid=os.getpid(),
+        args=args,
+    )
+    write_manifest(run_dir, manifest)
+    return run_dir, manifest
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) is not running.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+        return state != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def is_job_process(pid: int, run_id: str | None = None) -> bool:
+    """True when ``pid`` is alive and is a machine-lsp job process (guards against recycled pids)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmdline = fh.read().replace(b"\0", b" ")
+    except OSError:
+        return True  # no /proc (macOS): trust the liveness check
+    return b"machine_lsp.jobs" in cmdline
+
+
+def effective_status(manifest: RunManifest) -> str:
+    """The manifest status, or ``lost`` when it says running but its process is gone."""
+    if manifest.status == "running" and not pid_alive(manifest.pid):
+        return "lost"
+    return manifest.status
+
+
+def list_runs(runs_dir: Path) -> list[tuple[Path, RunManifest | None]]:
+    """Every run directory, newest first; the manifest is None when unreadable."""
+    if not runs_dir.is_dir():
+        return []
+    out: list[tuple[Path, RunManifest | None]] = []
+    for run_dir in sorted((p for p in runs_dir.iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True):
+        try:
+            out.append((run_dir, read_manifest(run_dir)))
+        except (OSError, msgspec.MsgspecError):
+            out.append((run_dir, None))
+    return out
+
+
+def find_run(runs_dir: Path, ref: str) -> Path:
+    """A run dir by id, unique id prefix or suffix, or path. Raises LookupError with the reason."""
+    p = Path(ref)
+    if p.is_dir() and (p / MANIFEST).exists():
+        return p
+    exact = runs_dir / ref
+    if exact.is_dir():
+        return exact
+    matches = [d for d, _ in list_runs(runs_dir) if d.name.startswith(ref) or d.name.endswith(ref)]
+    if not matches:
+        raise LookupError(f"no run matches {ref!r} in {runs_dir}")
+    if len(matches) > 1:
+        names = ", ".join(d.name for d in matches[:5])
+        raise LookupError(f"{ref!r} matches {len(matches)} runs: {names}")
+    return matches[0]

@@ -1,0 +1,449 @@
+"""The Tinker engine: LoRA SFT and sampling on the hosted Tinker service through the `tinker` SDK.
+
+* Credentials: `TINKER_API_KEY` (or the SDK's own stored login), service URL `TINKER_BASE_URL` (or the SDK default).
+  The key is read by the SDK only; this module never prints, logs or stores it (errors name the variable).
+* Base model: `thinkingmachines/Inkling-Small` by default, rendered with the cookbook's recommended renderer
+  (`tml_v0`; its tokenizer ships with `tml-renderers`, so rendering works offline).
+* Data: the same `tinker.Datum`s as the local engine (`machine_lsp.engines.render`), sent with the `cross_entropy`
+  loss; the reported loss is the cookbook's `compute_mean_nll` (sum(w * -logp) / sum(w)) over the batch.
+* Time bounds: with a key set and the service unreachable the SDK blocks for minutes in nested retries. Every SDK
+  call here runs in a worker thread with a deadline; `preflight()` answers within `preflight_timeout` seconds
+  (20 s by default) whether the key is missing or malformed, the service refuses connections or does not answer,
+  or it rejects the key. A call that times out leaves its daemon thread behind: job processes end with `os._exit`.
+* Checkpoints: `save(name)` stores the training state (`tinker://<run>/weights/<name>`, used by `--resume`) and
+  sampler weights (`tinker://<run>/sampler_weights/<name>`, the returned address, used by evals).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+
+from machine_lsp.engines import render
+from machine_lsp.engines.base import TINKER_SCHEME, EngineError, LoraSettings, StepStats
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tinker
+
+    from machine_lsp.core.schema import Message
+
+DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
+DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
+KEY_ENV = "TINKER_API_KEY"
+URL_ENV = "TINKER_BASE_URL"
+PREFLIGHT_TIMEOUT_S = 20.0
+CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy service
+CREATE_TIMEOUT_S = 900.0  # model creation can queue
+ADAM_BETAS = (0.9, 0.95)
+ADAM_EPS = 1e-8
+
+T = TypeVar("T")
+
+
+class TinkerUnavailable(EngineError):
+    """The Tinker service cannot be used right now (no key, bad key, unreachable, rejected)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # missing-key | bad-key | refused | unresolvable | timeout | rejected | error
+
+
+class PreflightResult(msgspec.Struct):
+    base_url: str
+    seconds: float
+    models: list[str] | None = None
+
+
+def resolve_base_url(explicit: str | None = None) -> str:
+    return (explicit or os.environ.get(URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+
+
+def _scrub(text: str) -> str:
+    """Remove the API key from a message, should an exception ever carry it."""
+    key = os.environ.get(KEY_ENV)
+    if key and len(key) >= 4:
+        text = text.replace(key, "<redacted>")
+    return text
+
+
+def _bounded(fn: Callable[[], T], timeout: float, what: str, url: str) -> T:
+    """Run a blocking SDK call in a daemon thread; raise TinkerUnavailable(timeout) if it does not finish in time."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name=f"tinker-{what}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TinkerUnavailable(
+            f"Tinker at {url} did not answer within {timeout:.0f} s ({what}); check the network and "
+            f"{URL_ENV}, or try again later",
+            "timeout",
+        )
+    if "error" in box:
+        raise _translate(box["error"], what, url) from None
+    return box["value"]
+
+
+def _translate(exc: BaseException, what: str, url: str) -> BaseException:
+    """SDK exceptions -> precise, key-free TinkerUnavailable/EngineError; anything else unchanged."""
+    if isinstance(exc, EngineError):
+        return exc
+    try:
+        import tinker
+    except ImportError:  # pragma: no cover - tinker is a dependency
+        return exc
+    message = _scrub(str(exc))
+    if isinstance(exc, tinker.AuthenticationError | tinker.PermissionDeniedError):
+        return TinkerUnavailable(
+            f"Tinker at {url} rejected the API key in {KEY_ENV} ({what}: HTTP {exc.status_code}); "
+            "check the key (tinker auth login, or the console)",
+            "rejected",
+        )
+    if isinstance(exc, tinker.APIConnectionError):
+        return TinkerUnavailable(f"cannot reach Tinker at {url} ({what}): {message}", "refused")
+    if isinstance(exc, tinker.APIStatusError):
+        return EngineError(f"Tinker {what} failed with HTTP {exc.status_code}: {message}")
+    if isinstance(exc, tinker.TinkerError):
+        lowered = message.lower()
+        if "api_key" in lowered and "must be set" in lowered:
+            return TinkerUnavailable(
+                f"no Tinker API key: set {KEY_ENV} (a key starting with 'tml-') or run `tinker auth login`; "
+                "or use --engine local, which needs no key",
+                "missing-key",
+            )
+        if "tml-" in lowered and "prefix" in lowered:
+            return TinkerUnavailable(
+                f"{KEY_ENV} is set but is not a Tinker API key (keys start with 'tml-')", "bad-key"
+            )
+        return EngineError(f"Tinker {what} failed: {message}")
+    return exc
+
+
+def check_reachable(url: str, timeout: float = 5.0) -> None:
+    """A TCP connection to the service's host and port, so a dead endpoint is reported in seconds."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+        raise TinkerUnavailable(f"{URL_ENV}={url!r} is not an http(s) URL", "error")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout):
+            return
+    except ConnectionRefusedError:
+        raise TinkerUnavailable(
+            f"cannot reach Tinker at {url}: connection refused on {parsed.hostname}:{port} "
+            f"(is {URL_ENV} right and the service running?)",
+            "refused",
+        ) from None
+    except socket.gaierror as exc:
+        raise TinkerUnavailable(
+            f"cannot reach Tinker at {url}: host {parsed.hostname!r} does not resolve ({exc.strerror})",
+            "unresolvable",
+        ) from None
+    except TimeoutError:
+        raise TinkerUnavailable(
+            f"cannot reach Tinker at {url}: no TCP answer from {parsed.hostname}:{port} within {timeout:.0f} s",
+            "timeout",
+        ) from None
+    except OSError as exc:
+        raise TinkerUnavailable(f"cannot reach Tinker at {url}: {exc.strerror or exc}", "refused") from None
+
+
+def check_key_format() -> None:
+    """A set key must look like a Tinker key; an unset key is left to the SDK (it may use a stored login)."""
+    key = os.environ.get(KEY_ENV)
+    if key is None:
+        return
+    if not key.strip():
+        raise TinkerUnavailable(f"{KEY_ENV} is set but empty", "bad-key")
+    if not (key.startswith("tml-") or key.startswith("eyJ")):
+        raise TinkerUnavailable(
+            f"{KEY_ENV} is set but is not a Tinker API key (keys start with 'tml-')", "bad-key"
+        )
+
+
+def preflight(url: str | None = None, timeout: float = PREFLIGHT_TIMEOUT_S) -> PreflightResult:
+    """Check, within `timeout` seconds, that training on Tinker can start; raise TinkerUnavailable otherwise.
+
+    Order: key format; the SDK's own credential resolution (missing key fails there at once, before any network);
+    a TCP connection to the endpoint; then one authenticated request (the server's capabilities).
+    """
+    started = time.monotonic()
+    url = resolve_base_url(url)
+    check_key_format()
+    import tinker
+
+    deadline = started + timeout
+    box: dict[str, Any] = {}
+
+    def call() -> list[str]:
+        client = tinker.RestClient(base_url=url)
+        caps = client.get_server_capabilities().result()
+        return [m.model_name for m in caps.supported_models if m.model_name]
+
+    def target() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="tinker-preflight", daemon=True)
+    worker.start()
+    worker.join(min(1.0, timeout / 4))  # credential errors surface here, before any network
+    if "error" in box:
+        raise _translate(box["error"], "preflight", url) from None
+    if worker.is_alive():
+        check_reachable(url, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
+        worker.join(max(0.0, deadline - time.monotonic()))
+    if worker.is_alive():
+        raise TinkerUnavailable(
+            f"Tinker at {url} accepted a connection but did not answer within {timeout:.0f} s; "
+            "the service may be down or overloaded, try again later",
+            "timeout",
+        )
+    if "error" in box:
+        raise _translate(box["error"], "preflight", url) from None
+    return PreflightResult(base_url=url, seconds=time.monotonic() - started, models=box.get("value"))
+
+
+def split_tinker_path(address: str) -> tuple[str, str, str]:
+    """`tinker://<run>/<kind>/<name>` -> (run, kind, name); precise error otherwise."""
+    if not address.startswith(TINKER_SCHEME):
+        raise EngineError(
+            f"not a Tinker checkpoint address: {address!r} (expected tinker://<run>/<kind>/<name>)"
+        )
+    parts = address[len(TINKER_SCHEME) :].split("/")
+    if len(parts) != 3 or not all(parts) or parts[1] not in {"weights", "sampler_weights"}:
+        raise EngineError(
+            f"malformed Tinker checkpoint address {address!r}: expected tinker://<run>/weights/<name> "
+            "or tinker://<run>/sampler_weights/<name>"
+        )
+    return parts[0], parts[1], parts[2]
+
+
+def state_path_for(address: str) -> str:
+    """The training-state path (for resume) of a checkpoint saved by `TinkerTrainer.save`."""
+    run, _, name = split_tinker_path(address)
+    return f"{TINKER_SCHEME}{run}/weights/{name}"
+
+
+def sampler_path_for(address: str) -> str:
+    run, _, name = split_tinker_path(address)
+    return f"{TINKER_SCHEME}{run}/sampler_weights/{name}"
+
+
+class TinkerEngine:
+    """`Engine` implementation on the Tinker service."""
+
+    name = "tinker"
+    default_model = DEFAULT_MODEL
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        preflight_timeout: float = PREFLIGHT_TIMEOUT_S,
+        call_timeout: float = CALL_TIMEOUT_S,
+        create_timeout: float = CREATE_TIMEOUT_S,
+        renderer: str | None = None,
+        skip_preflight: bool = False,
+        progress: Callable[[str], None] | None = None,
+        **_ignored: Any,
+    ) -> None:
+        os.environ.setdefault("TINKER_TELEMETRY", "0")
+        self.base_url = resolve_base_url(base_url)
+        self.preflight_timeout = preflight_timeout
+        self.call_timeout = call_timeout
+        self.create_timeout = create_timeout
+        self.renderer_override = renderer
+        self.progress = progress
+        self._checked = skip_preflight
+        self._service: Any = None
+
+    # -- models ---------------------------------------------------------------------------------------------
+
+    def renderer_name(self, model: str) -> str:
+        return self.renderer_override or render.renderer_name_for(model)
+
+    def tokenizer(self, model: str) -> Any:
+        return render.load_tokenizer(model)
+
+    def renderer(self, model: str) -> Any:
+        _, renderer = render.load_tokenizer_and_renderer(model, self.renderer_override)
+        return renderer
+
+    # -- service --------------------------------------------------------------------------------------------
+
+    def preflight(self) -> PreflightResult:
+        result = preflight(self.base_url, self.preflight_timeout)
+        self._checked = True
+        return result
+
+    def service(self) -> Any:
+        if not self._checked:
+            self.preflight()
+        if self._service is None:
+            import tinker
+
+            self._service = _bounded(
+                lambda: tinker.ServiceClient(base_url=self.base_url),
+                self.preflight_timeout,
+                "session",
+                self.base_url,
+            )
+        return self._service
+
+    def _say(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(message)
+
+    def create_trainer(
+        self, model: str, lora: LoraSettings, run_dir: Path, *, resume_from: str | None = None
+    ) -> TinkerTrainer:
+        renderer = self.renderer(model)  # offline errors (unknown model, renderer) before any network call
+        service = self.service()
+        if resume_from is not None:
+            state = state_path_for(resume_from)
+            self._say(f"loading Tinker state {state}")
+            client = _bounded(
+                lambda: service.create_training_client_from_state_with_optimizer(state).result(),
+                self.create_timeout,
+                "load checkpoint",
+                self.base_url,
+            )
+        else:
+            self._say(f"creating a LoRA training client for {model} (rank {lora.rank})")
+            client = _bounded(
+                lambda: service.create_lora_training_client(base_model=model, rank=lora.rank).result(),
+                self.create_timeout,
+                "create training client",
+                self.base_url,
+            )
+        return TinkerTrainer(self, model, renderer, client, run_dir)
+
+    def sampler_for(self, model: str, checkpoint: str | None) -> TinkerSampler:
+        renderer = self.renderer(model)
+        if checkpoint is not None:
+            checkpoint = sampler_path_for(checkpoint)
+        service = self.service()
+        if checkpoint is None:
+            client = _bounded(
+                lambda: service.create_sampling_client(base_model=model).result(),
+                self.create_timeout,
+                "create sampling client",
+                self.base_url,
+            )
+        else:
+            client = _bounded(
+                lambda: service.create_sampling_client(model_path=checkpoint).result(),
+                self.create_timeout,
+                "create sampling client",
+                self.base_url,
+            )
+        return TinkerSampler(self, renderer, client)
+
+
+class TinkerTrainer:
+    """`Trainer` on a Tinker `TrainingClient`."""
+
+    def __init__(self, engine: TinkerEngine, model: str, renderer: Any, client: Any, run_dir: Path) -> None:
+        self.engine = engine
+        self.model_name = model
+        self.renderer = renderer
+        self.client = client
+        self.run_dir = Path(run_dir)
+        self.last_state_path: str | None = None
+
+    def _call(self, fn: Callable[[], T], what: str) -> T:
+        return _bounded(fn, self.engine.call_timeout, what, self.engine.base_url)
+
+    def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
+        from tinker_cookbook.supervised.common import compute_mean_nll
+
+        data = list(batch)
+        if not data:
+            raise EngineError("forward_backward needs at least one datum")
+        started = time.perf_counter()
+        out = self._call(
+            lambda: self.client.forward_backward(data, "cross_entropy").result(), "forward_backward"
+        )
+        logprobs = [o["logprobs"] for o in out.loss_fn_outputs]
+        weights = [d.loss_fn_inputs["weights"] for d in data]
+        loss = compute_mean_nll(logprobs, weights)
+        counts = render.count_tokens(data)
+        if not math.isfinite(loss):
+            raise EngineError(f"Tinker returned a non-finite loss ({loss})")
+        return StepStats(
+            loss=loss,
+            tokens=counts.tokens,
+            trained_tokens=counts.trained,
+            seconds=time.perf_counter() - started,
+        )
+
+    def optim_step(self, learning_rate: float) -> None:
+        import tinker
+
+        params = tinker.AdamParams(
+            learning_rate=learning_rate, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=ADAM_EPS
+        )
+        self._call(lambda: self.client.optim_step(params).result(), "optim_step")
+
+    def save(self, name: str) -> str:
+        """Training state (for resume) and sampler weights; returns the sampler address."""
+        state = self._call(lambda: self.client.save_state(name).result(), "save_state")
+        self.last_state_path = state.path
+        sampler = self._call(lambda: self.client.save_weights_for_sampler(name).result(), "save_weights")
+        return str(sampler.path)
+
+    def sampler(self) -> TinkerSampler:
+        client = self._call(
+            lambda: self.client.save_weights_and_get_sampling_client().result(), "sampling client"
+        )
+        return TinkerSampler(self.engine, self.renderer, client)
+
+
+class TinkerSampler:
+    """Greedy sampling on a Tinker `SamplingClient`: all prompts submitted at once, then collected."""
+
+    def __init__(self, engine: TinkerEngine, renderer: Any, client: Any) -> None:
+        self.engine = engine
+        self.renderer = renderer
+        self.client = client
+
+    def prompt(self, messages: Sequence[Message]) -> Any:
+        return self.renderer.build_generation_prompt(render.cookbook_messages(messages))
+
+    def sample(self, prompts: Sequence[Sequence[Message]], max_tokens: int) -> list[str]:
+        import tinker
+        from tinker_cookbook import renderers
+
+        params = tinker.SamplingParams(
+            max_tokens=max_tokens, temperature=0.0, stop=self.renderer.get_stop_sequences()
+        )
+        inputs = [self.prompt(p) for p in prompts]
+
+        def run() -> list[str]:
+            futures = [self.client.sample(prompt=mi, num_samples=1, sampling_params=params) for mi in inputs]
+            texts = []
+            for fut in futures:
+                tokens = fut.result().sequences[0].tokens
+                message, _ok = self.renderer.parse_response(tokens)
+                texts.append(renderers.get_text_content(message))
+            return texts
+
+        timeout = self.engine.call_timeout + 5 * len(inputs)
+        return _bounded(run, timeout, "sample", self.engine.base_url)

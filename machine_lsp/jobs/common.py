@@ -1,0 +1,77 @@
+"""Shared job plumbing: the project config with overrides, engine construction (with the Tinker preflight)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from machine_lsp.jobs.runner import JobContext, JobError
+from machine_lsp.scaffold.config import ConfigError, MachineConfig, apply_overrides, load_project_config
+
+TRAIN_KEYS = (
+    "engine",
+    "model",
+    "data",
+    "epochs",
+    "steps",
+    "learning_rate",
+    "lr_schedule",
+    "rank",
+    "alpha",
+    "batch_size",
+    "save_every",
+    "max_length",
+    "seed",
+    "threads",
+)
+
+
+def project_config(
+    ctx: JobContext, config: str | None, train: dict[str, Any], evals: dict[str, Any] | None = None
+) -> MachineConfig:
+    try:
+        base, path = load_project_config(ctx.cwd, config)
+        cfg = apply_overrides(base, train, evals)
+    except ConfigError as exc:
+        raise JobError(str(exc)) from None
+    ctx.log(f"config: {path if path else 'defaults (no machine.toml)'}; engine {cfg.train.engine}")
+    return cfg
+
+
+def make_engine(ctx: JobContext, engine: str, threads: int | None = None) -> Any:
+    """The engine, ready to use: the local one with progress messages, Tinker after a bounded preflight."""
+    from machine_lsp.engines.base import EngineError, get_engine
+
+    try:
+        if engine == "local":
+            from machine_lsp.core.store import Store
+
+            return get_engine(
+                "local",
+                threads=threads,
+                store_root=Store.open(ctx.cwd).root,
+                progress=lambda message: ctx.log(message),
+            )
+        if engine == "tinker":
+            from machine_lsp.engines.tinker_engine import TinkerUnavailable
+
+            eng = get_engine("tinker", progress=lambda message: ctx.log(message))
+            ctx.log(
+                f"checking the Tinker service at {eng.base_url} (bounded to {eng.preflight_timeout:.0f} s)"
+            )
+            try:
+                result = eng.preflight()
+            except TinkerUnavailable as exc:
+                raise JobError(str(exc), kind="engine") from None
+            ctx.log(f"Tinker is reachable ({result.seconds:.1f} s)")
+            return eng
+        return get_engine(engine)
+    except EngineError as exc:
+        raise JobError(str(exc), kind="engine") from None
+
+
+def renderer_for(engine: Any, model: str) -> Any:
+    from machine_lsp.engines import render
+
+    if hasattr(engine, "renderer"):
+        return engine.renderer(model)
+    return render.load_tokenizer_and_renderer(model)[1]

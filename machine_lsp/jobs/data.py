@@ -1,0 +1,105 @@
+"""Training and eval data for jobs: a reviewed FILE (validated first) or the store's good rows (snapshotted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+
+from machine_lsp.core import runs
+from machine_lsp.core.schema import TrainingRow, encode_training_row, training_row_from_obj
+from machine_lsp.jobs.runner import JobContext, JobError
+
+MAX_LISTED = 5
+
+
+def resolve(cwd: Path, path: str) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else cwd / p
+
+
+def _validate_or_fail(path: Path, kind: str, ctx: JobContext | None) -> None:
+    """Run the core validator; errors stop the job with the first few findings, warnings are logged."""
+    from machine_lsp.core import validate
+
+    try:
+        report = validate.validate_path(path, kind=kind)  # type: ignore[arg-type]
+    except validate.UnreadableFile as exc:
+        raise JobError(str(exc)) from None
+    errors = [f for f in report.findings if f.severity == "error"]
+    warnings = [f for f in report.findings if f.severity == "warning"]
+    if errors:
+        listed = "; ".join(f"line {f.line}:{f.column} {f.code}: {f.message}" for f in errors[:MAX_LISTED])
+        more = f" (and {len(errors) - MAX_LISTED} more)" if len(errors) > MAX_LISTED else ""
+        raise JobError(
+            f"{path}: {len(errors)} error(s) in the data: {listed}{more}. "
+            f"See them all with `machine train validate {path}`"
+        )
+    if ctx is not None and warnings:
+        ctx.log(
+            f"{path}: {len(warnings)} warning(s), first: line {warnings[0].line}: {warnings[0].message}",
+            "warning",
+        )
+
+
+def read_training_file(path: Path) -> list[tuple[int, TrainingRow]]:
+    """(line number, row) for every non-blank line; raises JobError naming the line."""
+    rows: list[tuple[int, TrainingRow]] = []
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise JobError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobError(f"{path}: cannot read: {exc}") from None
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((line_no, training_row_from_obj(json.loads(line))))
+        except (json.JSONDecodeError, msgspec.ValidationError) as exc:
+            raise JobError(f"{path}:{line_no}: not a chat row: {exc}") from None
+    if not rows:
+        raise JobError(f"{path}: no rows to train on")
+    return rows
+
+
+def training_data(
+    ctx: JobContext, data: str | None
+) -> tuple[list[tuple[str, TrainingRow]], runs.DataSnapshot]:
+    """Rows labelled by where they came from (``file:line`` or ``store #n``) and the snapshot record."""
+    if data:
+        path = resolve(ctx.cwd, data)
+        if not path.is_file():
+            raise JobError(f"{data}: no such file" if not path.exists() else f"{data}: not a file")
+        _validate_or_fail(path, "train", ctx)
+        rows = read_training_file(path)
+        snapshot = runs.DataSnapshot(
+            role="train", source=str(path), path=str(path), sha256=runs.sha256_file(path), rows=len(rows)
+        )
+        return [(f"{path.name}:{line}", row) for line, row in rows], snapshot
+
+    from machine_lsp.core.export import export_sft
+    from machine_lsp.core.store import Store, StoreError
+
+    try:
+        store = Store.open(ctx.cwd)
+        records = store.records()
+    except StoreError as exc:
+        raise JobError(str(exc)) from None
+    for warning in store.warnings:
+        ctx.log(warning, "warning")
+    sft = export_sft(records)
+    if not sft:
+        raise JobError(
+            f"the store ({store.tagged_path}) has no good rows yet: tag turns with `machine good`, "
+            "or pass a training FILE"
+        )
+    (ctx.run_dir / "data").mkdir(exist_ok=True)
+    snap = ctx.run_dir / "data" / "train.jsonl"
+    payload = b"".join(encode_training_row(r) + b"\n" for r in sft)
+    snap.write_bytes(payload)
+    snapshot = runs.DataSnapshot(
+        role="train", source="store", path=str(snap), sha256=runs.sha256_bytes(payload), rows=len(sft)
+    )
+    return [(f"store row {i}", row) for i, row in enumerate(sft, start=1)], snapshot

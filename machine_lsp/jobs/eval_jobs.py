@@ -1,0 +1,290 @@
+"""The eval jobs: `eval-baseline`, `eval-checkpoint` (optionally with the bleed probe) and `eval-probe`.
+
+Results go to `eval_results/` in the project directory (`baseline.json`, `<checkpoint name>.json`,
+`probe-<name>.json`) in the one schema of `machine_lsp.core.evals`, and into the run's manifest.
+The engine follows the checkpoint's scheme (`local://` -> local, `tinker://` -> tinker) unless overridden.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from machine_lsp.core import evals, runs
+from machine_lsp.jobs import events as ev
+from machine_lsp.jobs.common import make_engine, project_config
+from machine_lsp.jobs.data import resolve
+from machine_lsp.jobs.runner import JobContext, JobError
+
+RESULTS_DIR = "eval_results"
+CHUNK = 16
+
+
+class EvalArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    config: str | None = None
+    engine: Literal["local", "tinker"] | None = None
+    model: str | None = None
+    threads: int | None = None
+    data: str | None = None
+    checkpoint: str | None = None
+    name: str | None = None
+    out: str | None = None
+    probe: bool = False
+    probe_questions: str | None = None
+    format_pattern: str | None = None
+    bleed_pattern: str | None = None
+    max_tokens: int | None = None
+    grader: Literal["exact", "contains", "regex"] | None = None
+
+
+def checkpoint_name(address: str) -> str:
+    """`local://run/step-60` -> `step-60`; `tinker://run/sampler_weights/final` -> `final`; a path -> its name."""
+    name = address.rstrip("/").rsplit("/", 1)[-1]
+    return name or "checkpoint"
+
+
+def _engine_for(args: EvalArgs, configured: str) -> str:
+    if args.engine:
+        return args.engine
+    if args.checkpoint and args.checkpoint.startswith("tinker://"):
+        return "tinker"
+    if args.checkpoint and args.checkpoint.startswith("local://"):
+        return "local"
+    return configured
+
+
+def _setup(ctx: JobContext, args: EvalArgs) -> tuple[Any, str, str, str | None]:
+    """(config, engine name, model, checkpoint)."""
+
+    evals_over = {
+        "data": args.data,
+        "format_pattern": args.format_pattern,
+        "bleed_pattern": args.bleed_pattern,
+        "probe_questions": args.probe_questions,
+        "max_tokens": args.max_tokens,
+        "grader": args.grader,
+    }
+    cfg = project_config(ctx, args.config, {"model": args.model, "threads": args.threads}, evals_over)
+    engine_name = _engine_for(args, cfg.train.engine)
+    if engine_name != cfg.train.engine:
+        cfg = msgspec.structs.replace(cfg, train=msgspec.structs.replace(cfg.train, engine=engine_name))
+    model = cfg.train.resolved_model()
+    ctx.update(engine=engine_name, model=model, config=msgspec.to_builtins(cfg))
+    for pattern, what in (
+        (cfg.eval.format_pattern, "format pattern"),
+        (cfg.eval.bleed_pattern, "bleed pattern"),
+    ):
+        if pattern is not None:
+            try:
+                evals.compile_pattern(pattern, what)
+            except evals.EvalError as exc:
+                raise JobError(str(exc)) from None
+    return cfg, engine_name, model, args.checkpoint
+
+
+def _sampler(
+    ctx: JobContext, engine_name: str, threads: int | None, model: str, checkpoint: str | None
+) -> Any:
+    from machine_lsp.engines.base import EngineError
+
+    engine = make_engine(ctx, engine_name, threads)
+    what = checkpoint or f"base model {model}"
+    ctx.emit(ev.Progress(done=0, total=None, message=f"loading {what}"))
+    try:
+        return engine.sampler_for(model, checkpoint)
+    except EngineError as exc:
+        raise JobError(str(exc), kind="engine") from None
+
+
+def _sample_all(ctx: JobContext, sampler: Any, prompts: list[Any], max_tokens: int, label: str) -> list[str]:
+    from machine_lsp.engines.base import EngineError
+
+    outputs: list[str] = []
+    total = len(prompts)
+    # one progress event per engine batch (the local engine samples up to sample_batch_size prompts at once)
+    chunk = int(getattr(getattr(sampler, "engine", None), "sample_batch_size", CHUNK) or CHUNK)
+    ctx.progress(0, total, f"{label}: 0/{total}", force=True)
+    for start in range(0, total, chunk):
+        try:
+            outputs.extend(sampler.sample(prompts[start : start + chunk], max_tokens))
+        except EngineError as exc:
+            raise JobError(f"sampling: {exc}", kind="engine") from None
+        ctx.progress(len(outputs), total, f"{label}: {len(outputs)}/{total}", force=True)
+    return outputs
+
+
+def _write(ctx: JobContext, out: Path, payload: bytes) -> str:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_bytes(payload)
+    tmp.replace(out)
+    try:
+        return str(out.relative_to(ctx.cwd))
+    except ValueError:
+        return str(out)
+
+
+def _probe(ctx: JobContext, cfg: Any, sampler: Any) -> evals.ProbeResult:
+    extra: list[str] = []
+    if cfg.eval.probe_questions:
+        try:
+            extra = evals.load_probe_questions(resolve(ctx.cwd, cfg.eval.probe_questions))
+        except evals.EvalError as exc:
+            raise JobError(str(exc)) from None
+    questions = evals.probe_prompts(extra)
+    n_builtin = len(evals.probe_prompts())
+    outputs = _sample_all(
+        ctx, sampler, [evals.probe_messages(q) for q in questions], cfg.eval.max_tokens, "bleed probe"
+    )
+    pattern = cfg.eval.bleed_pattern or evals.default_bleed_pattern(cfg.eval.format_pattern)
+    return evals.score_probe(
+        questions, outputs, bleed_pattern=pattern, n_builtin=min(n_builtin, len(questions))
+    )
+
+
+def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -> tuple[dict[str, Any], str]:
+    started = time.perf_counter()
+    cfg, engine_name, model, checkpoint = _setup(ctx, args)
+    if not cfg.eval.data:
+        raise JobError("no eval data: pass --data FILE (held-out rows) or set [eval] data in machine.toml")
+    data_path = resolve(ctx.cwd, cfg.eval.data)
+    try:
+        cases = evals.load_cases(data_path)
+    except evals.EvalError as exc:
+        raise JobError(str(exc)) from None
+    sha = runs.sha256_file(data_path)
+    ctx.add_data(
+        runs.DataSnapshot(
+            role="eval", source=str(data_path), path=str(data_path), sha256=sha, rows=len(cases)
+        )
+    )
+
+    sampler = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
+    loaded = time.perf_counter()
+    outputs = _sample_all(ctx, sampler, [c.messages for c in cases], cfg.eval.max_tokens, name)
+    sampled = time.perf_counter()
+    try:
+        rows = evals.score_rows(
+            cases, outputs, format_pattern=cfg.eval.format_pattern, grader=cfg.eval.grader
+        )
+    except evals.EvalError as exc:
+        raise JobError(str(exc)) from None
+    probe = _probe(ctx, cfg, sampler) if args.probe else None
+    done = time.perf_counter()
+    timings = evals.Timings(
+        load_seconds=round(loaded - started, 3),
+        sample_seconds=round(sampled - loaded, 3),
+        total_seconds=round(done - started, 3),
+        rows_per_second=round(len(cases) / (sampled - loaded), 3) if sampled > loaded else 0.0,
+    )
+    result = evals.build_result(
+        rows,
+        name=name,
+        model=model,
+        checkpoint=checkpoint,
+        engine=engine_name,
+        data_path=str(data_path),
+        data_sha256=sha,
+        format_pattern=cfg.eval.format_pattern,
+        timings=timings,
+        created_at=runs.now_iso(),
+        max_tokens=cfg.eval.max_tokens,
+        probe=probe,
+        run_id=ctx.run_id,
+    )
+    out = resolve(ctx.cwd, args.out or default_out)
+    rel = _write(ctx, out, evals.encode_result(result))
+    ctx.emit(
+        ev.Eval(
+            name=name,
+            accuracy=result.accuracy,
+            correct=result.correct,
+            n=result.n,
+            result_path=rel,
+            format_rate=result.format_rate,
+            bleed_rate=probe.bleed_rate if probe else None,
+        )
+    )
+    summary = {
+        "name": name,
+        "result_path": rel,
+        "accuracy": result.accuracy,
+        "correct": result.correct,
+        "n": result.n,
+        "format_rate": result.format_rate,
+        "bleed_rate": probe.bleed_rate if probe else None,
+        "checkpoint": checkpoint,
+        "engine": engine_name,
+        "model": model,
+        "seconds": timings.total_seconds,
+    }
+    msg = f"{name}: {result.correct}/{result.n} correct ({result.accuracy:.0%}), format {result.format_rate:.0%}"
+    if probe:
+        msg += f", bleed {probe.bled}/{probe.n}"
+    return summary, f"{msg} -> {rel}"
+
+
+def eval_baseline(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
+    if args.checkpoint:
+        raise JobError(
+            "eval-baseline evaluates the base model: use eval-checkpoint for a checkpoint", kind="usage"
+        )
+    name = args.name or "baseline"
+    return _evaluate(ctx, args, name=name, default_out=f"{RESULTS_DIR}/{name}.json")
+
+
+def eval_checkpoint(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
+    if not args.checkpoint:
+        raise JobError("eval-checkpoint needs a checkpoint (local://RUN/NAME or tinker://...)", kind="usage")
+    name = args.name or checkpoint_name(args.checkpoint)
+    return _evaluate(ctx, args, name=name, default_out=f"{RESULTS_DIR}/{name}.json")
+
+
+def eval_probe(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
+    started = time.perf_counter()
+    cfg, engine_name, model, checkpoint = _setup(ctx, args)
+    name = args.name or (checkpoint_name(checkpoint) if checkpoint else "baseline")
+    sampler = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
+    loaded = time.perf_counter()
+    probe = _probe(ctx, cfg, sampler)
+    done = time.perf_counter()
+    report = evals.ProbeReport(
+        name=name,
+        model=model,
+        checkpoint=checkpoint,
+        engine=engine_name,
+        probe=probe,
+        timings=evals.Timings(
+            load_seconds=round(loaded - started, 3),
+            sample_seconds=round(done - loaded, 3),
+            total_seconds=round(done - started, 3),
+            rows_per_second=round(probe.n / (done - loaded), 3) if done > loaded else 0.0,
+        ),
+        created_at=runs.now_iso(),
+        max_tokens=cfg.eval.max_tokens,
+        run_id=ctx.run_id,
+    )
+    out = resolve(ctx.cwd, args.out or f"{RESULTS_DIR}/probe-{name}.json")
+    rel = _write(ctx, out, evals.encode_result(report))
+    bled = [r for r in probe.rows if r.bleeds]
+    summary = {
+        "name": name,
+        "result_path": rel,
+        "n": probe.n,
+        "bled": probe.bled,
+        "bleed_rate": probe.bleed_rate,
+        "bleed_pattern": probe.bleed_pattern,
+        "examples": [{"question": r.question, "output": r.output} for r in bled[:5]],
+        "checkpoint": checkpoint,
+        "engine": engine_name,
+        "model": model,
+    }
+    rate = f"{probe.bleed_rate:.0%}" if not math.isnan(probe.bleed_rate) else "n/a"
+    return (
+        summary,
+        f"bleed probe {name}: {probe.bled}/{probe.n} answers took the trained format ({rate}) -> {rel}",
+    )

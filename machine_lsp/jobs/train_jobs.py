@@ -1,0 +1,271 @@
+"""The `train-smoke` and `train-run` jobs: the configured SFT on the configured engine, streamed as events.
+
+Both use the same pipeline: config (machine.toml + overrides) -> data (a validated FILE, or the store's good rows
+snapshotted into the run dir) -> cookbook Datums (render.py, the engine's renderer) -> an engine Trainer.
+
+* Batches: rows are shuffled once per epoch with `seed + epoch` and cut into `batch_size` chunks, so the schedule is a
+  pure function of the config and a resumed run continues with exactly the batches it would have seen.
+* Learning rate: the cookbook's schedule multiplier (`lr_schedule`: constant, linear or cosine).
+* Checkpoints every `save_every` steps and a final one (`step-<N>`, final=true), each recorded in the manifest with
+  its address; `--resume RUN` (a run id or a checkpoint address) continues from the last checkpoint.
+* Per-step stats go to `metrics.jsonl`; `loss.png` is redrawn at each checkpoint and at the end (also on cancel).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Literal
+
+import msgspec
+
+from machine_lsp.core import runs
+from machine_lsp.core.schema import TrainingRow
+from machine_lsp.jobs import events as ev
+from machine_lsp.jobs.common import TRAIN_KEYS, make_engine, project_config, renderer_for
+from machine_lsp.jobs.data import training_data
+from machine_lsp.jobs.runner import JobContext, JobError
+from machine_lsp.scaffold.config import TrainSection
+from machine_lsp.scaffold.support import lr_at, schedule
+
+SMOKE_STEPS = 2
+
+
+class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    config: str | None = None
+    engine: Literal["local", "tinker"] | None = None
+    model: str | None = None
+    data: str | None = None
+    epochs: int | None = None
+    steps: int | None = None
+    learning_rate: float | None = None
+    lr_schedule: Literal["constant", "linear", "cosine"] | None = None
+    rank: int | None = None
+    alpha: int | None = None
+    batch_size: int | None = None
+    save_every: int | None = None
+    max_length: int | None = None
+    seed: int | None = None
+    threads: int | None = None
+    resume: str | None = None
+    sample_max_tokens: int = 24
+
+
+class StepRecord(msgspec.Struct):
+    step: int
+    loss: float
+    lr: float
+    tokens: int
+    trained_tokens: int
+    seconds: float
+
+
+def _datums(labelled: list[tuple[str, TrainingRow]], renderer: Any, cfg: TrainSection) -> list[Any]:
+    from machine_lsp.engines import render
+    from machine_lsp.engines.base import EngineError
+
+    out = []
+    for where, row in labelled:
+        try:
+            out.append(
+                render.to_datum(row.messages, renderer, train_on=cfg.train_on, max_length=cfg.max_length)
+            )
+        except EngineError as exc:
+            raise JobError(f"{where}: {exc}") from None
+    return out
+
+
+def _resume_point(ctx: JobContext, ref: str, engine: str) -> tuple[str, int]:
+    """(checkpoint address or state path, its step) from a run id / run dir / checkpoint address."""
+    from machine_lsp.core.store import Store
+
+    if "://" in ref:
+        step = 0
+        tail = ref.rstrip("/").rsplit("/", 1)[-1]
+        if tail.startswith("step-") and tail[5:].isdigit():
+            step = int(tail[5:])
+        return ref, step
+    runs_dir = Store.open(ctx.cwd).runs_dir
+    try:
+        run_dir = runs.find_run(runs_dir, ref)
+        manifest = runs.read_manifest(run_dir)
+    except (LookupError, OSError, msgspec.MsgspecError) as exc:
+        raise JobError(f"cannot resume from {ref!r}: {exc}") from None
+    if not manifest.checkpoints:
+        raise JobError(f"cannot resume from run {manifest.id}: it saved no checkpoint")
+    last = manifest.checkpoints[-1]
+    if manifest.engine and manifest.engine != engine:
+        raise JobError(f"cannot resume run {manifest.id} (engine {manifest.engine}) with engine {engine}")
+    return (last.state or last.address), last.step
+
+
+def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
+    if not history:
+        return None
+    from machine_lsp.jobs.charts import loss_chart
+
+    path = ctx.run_dir / runs.LOSS_PNG
+    try:
+        loss_chart([h.step for h in history], [h.loss for h in history], path, title=f"{ctx.run_id} loss")
+    except Exception as exc:  # a chart must never fail a training run
+        ctx.log(f"could not draw {path.name}: {exc}", "warning")
+        return None
+    return str(path)
+
+
+def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
+    overrides = {k: getattr(args, k) for k in TRAIN_KEYS}
+    cfg = project_config(ctx, args.config, overrides).train
+    if smoke:
+        cfg = msgspec.structs.replace(cfg, steps=SMOKE_STEPS, epochs=1, save_every=0)
+    model = cfg.resolved_model()
+    ctx.update(engine=cfg.engine, model=model, config=msgspec.to_builtins(cfg))
+
+    labelled, snapshot = training_data(ctx, cfg.data)
+    ctx.add_data(snapshot)
+    ctx.log(f"data: {snapshot.rows} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})")
+
+    engine = make_engine(ctx, cfg.engine, cfg.threads)
+    from machine_lsp.engines.base import EngineError, LoraSettings
+
+    try:
+        renderer = renderer_for(engine, model)
+    except EngineError as exc:
+        raise JobError(str(exc), kind="engine") from None
+    datums = _datums(labelled, renderer, cfg)
+    plan = schedule(len(datums), cfg)
+    total = len(plan)
+
+    start_step = 0
+    resume_from: str | None = None
+    if args.resume and not smoke:
+        resume_from, start_step = _resume_point(ctx, args.resume, cfg.engine)
+        if start_step >= total:
+            raise JobError(f"{args.resume} is already at step {start_step} of {total}: nothing left to train")
+        ctx.update(resumed_from=resume_from, steps_done=start_step)
+        ctx.log(f"resuming from {resume_from} at step {start_step}")
+
+    try:
+        lora = LoraSettings(rank=cfg.rank, alpha=cfg.alpha, learning_rate=cfg.resolved_lr())
+        ctx.emit(ev.Progress(done=0, total=None, message=f"loading {model} on the {cfg.engine} engine"))
+        loaded = time.perf_counter()
+        trainer = engine.create_trainer(model, lora, ctx.run_dir, resume_from=resume_from)
+        ctx.log(f"trainer ready in {time.perf_counter() - loaded:.1f} s")
+    except EngineError as exc:
+        raise JobError(str(exc), kind="engine") from None
+
+    ctx.emit(ev.Progress(done=start_step, total=total, message=f"training {total} steps"))
+    history: list[StepRecord] = []
+    metrics = open(ctx.run_dir / "metrics.jsonl", "ab")  # noqa: SIM115
+    started = time.perf_counter()
+    saved_steps: set[int] = set()
+    tokens_total = 0
+
+    def save(step: int, final: bool) -> None:
+        name = f"step-{step}"
+        with ctx.shielded():  # a cancel during the save waits until the checkpoint is written and recorded
+            try:
+                address = trainer.save(name)
+            except EngineError as exc:
+                raise JobError(f"saving checkpoint {name}: {exc}", kind="engine") from None
+            ctx.add_checkpoint(
+                name, address, step, final=final, state=getattr(trainer, "last_state_path", None)
+            )
+        saved_steps.add(step)
+        _write_loss_png(ctx, history)
+
+    try:
+        for step in range(start_step + 1, total + 1):
+            batch = [datums[i] for i in plan[step - 1]]
+            lr = lr_at(step, total, cfg)
+            t0 = time.perf_counter()
+            try:
+                stats = trainer.forward_backward(batch)
+                trainer.optim_step(lr)
+            except EngineError as exc:
+                raise JobError(f"step {step}: {exc}", kind="engine") from None
+            seconds = time.perf_counter() - t0
+            if not math.isfinite(stats.loss):
+                raise JobError(f"step {step}: the loss is not finite ({stats.loss}); lower the learning rate")
+            record = StepRecord(step, stats.loss, lr, stats.tokens, stats.trained_tokens, seconds)
+            history.append(record)
+            metrics.write(msgspec.json.encode(record) + b"\n")
+            metrics.flush()
+            tokens_total += stats.tokens
+            done = step - start_step
+            per_step = (time.perf_counter() - started) / done
+            ctx.emit(
+                ev.Step(
+                    step=step,
+                    total=total,
+                    loss=round(stats.loss, 6),
+                    lr=lr,
+                    tokens=stats.tokens,
+                    seconds_per_step=round(per_step, 3),
+                    eta_seconds=round(per_step * (total - step), 1),
+                )
+            )
+            ctx.manifest.steps_done = step
+            if not smoke and cfg.save_every and step % cfg.save_every == 0 and step < total:
+                save(step, final=False)
+            elif step % 10 == 0:
+                ctx.save_manifest()
+        if not smoke:
+            if total in saved_steps:
+                ctx.manifest.checkpoints[-1].final = True
+                ctx.save_manifest()
+            else:
+                save(total, final=True)
+        sample: dict[str, str] | None = None
+        if smoke:
+            from machine_lsp.core.schema import text_of
+
+            prompt = labelled[plan[0][0]][1].messages
+            prompt = prompt[: max(i for i, m in enumerate(prompt) if m.role == "assistant")]
+            ctx.emit(ev.Progress(done=total, total=total, message="sampling one answer"))
+            try:
+                output = trainer.sampler().sample([prompt], args.sample_max_tokens)[0]
+            except EngineError as exc:
+                raise JobError(f"sampling: {exc}", kind="engine") from None
+            users = [m for m in prompt if m.role == "user"]
+            sample = {"prompt": text_of(users[-1]) if users else "", "output": output}
+            ctx.log(f"sample: {sample['prompt']!r} -> {output!r}")
+    finally:
+        metrics.close()
+        ctx.save_manifest()
+        loss_png = _write_loss_png(ctx, history)
+
+    wall = time.perf_counter() - started
+    losses = [h.loss for h in history]
+    result: dict[str, Any] = {
+        "engine": cfg.engine,
+        "model": model,
+        "steps": total,
+        "steps_run": len(history),
+        "losses": [round(x, 6) for x in losses],
+        "first_loss": losses[0] if losses else None,
+        "final_loss": losses[-1] if losses else None,
+        "tokens": tokens_total,
+        "seconds": round(wall, 2),
+        "seconds_per_step": round(wall / len(history), 3) if history else None,
+        "loss_png": loss_png,
+        "data": msgspec.to_builtins(snapshot),
+    }
+    if smoke:
+        result["sample"] = sample
+        msg = "smoke ok: loss " + " -> ".join(f"{x:.3f}" for x in losses)
+        if sample:
+            msg += f"; sample {sample['output']!r}"
+        return result, msg
+    result["checkpoint"] = ctx.manifest.last_checkpoint
+    result["checkpoints"] = [c.address for c in ctx.manifest.checkpoints]
+    msg = f"trained {len(history)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; checkpoint {ctx.manifest.last_checkpoint}"
+    return result, msg
+
+
+def train_smoke(ctx: JobContext, args: TrainArgs) -> tuple[dict[str, Any], str]:
+    return _train(ctx, args, smoke=True)
+
+
+def train_run(ctx: JobContext, args: TrainArgs) -> tuple[dict[str, Any], str]:
+    return _train(ctx, args, smoke=False)

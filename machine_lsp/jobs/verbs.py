@@ -1,0 +1,43 @@
+"""The job verbs: name -> (module, function, argument struct), imported lazily so ``--list`` stays cheap."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class VerbSpec:
+    module: str
+    function: str
+    args: str
+    help: str
+
+
+VERBS: dict[str, VerbSpec] = {
+    "validate": VerbSpec(
+        "machine_lsp.jobs.validate_job", "validate", "ValidateArgs", "validate a chat JSONL file"
+    ),
+    "train-smoke": VerbSpec(
+        "machine_lsp.jobs.train_jobs", "train_smoke", "TrainArgs", "2 real steps, then one sample"
+    ),
+    "train-run": VerbSpec(
+        "machine_lsp.jobs.train_jobs", "train_run", "TrainArgs", "the configured SFT run with checkpoints"
+    ),
+    "eval-baseline": VerbSpec(
+        "machine_lsp.jobs.eval_jobs", "eval_baseline", "EvalArgs", "evaluate the base model on held-out rows"
+    ),
+    "eval-checkpoint": VerbSpec(
+        "machine_lsp.jobs.eval_jobs", "eval_checkpoint", "EvalArgs", "evaluate a checkpoint on held-out rows"
+    ),
+    "eval-probe": VerbSpec(
+        "machine_lsp.jobs.eval_jobs", "eval_probe", "EvalArgs", "style-bleed probe of a checkpoint"
+    ),
+}
+
+
+def load_verb(name: str) -> tuple[Any, type[Any]]:
+    spec = VERBS[name]
+    module = importlib.import_module(spec.module)
+    return getattr(module, spec.function), getattr(module, spec.args)

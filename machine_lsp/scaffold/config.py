@@ -1,0 +1,180 @@
+"""`machine.toml`: the project's training and evaluation settings (pure: tomllib + msgspec).
+
+Read by `machine train smoke|run|eval ...` (as jobs) and by the scaffolded `train_sft.py` / `eval.py`. Every CLI
+verb can override `engine` and `model`; `train sft` writes the file. Unset values mean "the engine's default".
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+CONFIG_FILE = "machine.toml"
+LOCAL_DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+TINKER_DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
+DEFAULT_LR = {"local": 5e-4, "tinker": 2e-4}
+DEFAULT_FORMAT_PATTERN = r"^answer: -?\d+$"
+
+EngineName = Literal["local", "tinker"]
+
+
+class ConfigError(ValueError):
+    """The config file is missing, malformed or holds an invalid value; the message names the file and key."""
+
+
+class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    engine: EngineName = "local"
+    model: str | None = None  # None: the engine's default model
+    data: str | None = None  # None: the store's good rows (rewrites applied)
+    epochs: int = 1
+    steps: int | None = None  # cap on optimizer steps; None: epochs * batches
+    learning_rate: float | None = None  # None: the engine's default
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
+    rank: int = 16
+    alpha: int = 32
+    batch_size: int = 8
+    save_every: int = 10  # 0: only the final checkpoint
+    max_length: int | None = 2048
+    train_on: str = "all_assistant_messages"
+    seed: int = 0
+    threads: int | None = None  # local engine torch threads; None: its measured default
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.epochs >= 1, "epochs must be >= 1"),
+            (self.steps is None or self.steps >= 1, "steps must be >= 1"),
+            (self.learning_rate is None or self.learning_rate > 0, "learning_rate must be > 0"),
+            (self.rank >= 1, "rank must be >= 1"),
+            (self.alpha >= 1, "alpha must be >= 1"),
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (self.save_every >= 0, "save_every must be >= 0"),
+            (self.max_length is None or self.max_length >= 16, "max_length must be >= 16"),
+            (self.threads is None or self.threads >= 1, "threads must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise msgspec.ValidationError(message)
+
+    def resolved_model(self) -> str:
+        return self.model or (LOCAL_DEFAULT_MODEL if self.engine == "local" else TINKER_DEFAULT_MODEL)
+
+    def resolved_lr(self) -> float:
+        return self.learning_rate if self.learning_rate is not None else DEFAULT_LR[self.engine]
+
+
+class EvalSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    data: str | None = None
+    format_pattern: str = DEFAULT_FORMAT_PATTERN
+    bleed_pattern: str | None = None  # None: the format pattern's literal prefix
+    probe_questions: str | None = None  # a file of extra probe questions
+    max_tokens: int = 32
+    grader: Literal["exact", "contains", "regex"] | None = None  # None: each row's own `match`
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise msgspec.ValidationError("max_tokens must be >= 1")
+
+
+class MachineConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    train: TrainSection = msgspec.field(default_factory=TrainSection)
+    eval: EvalSection = msgspec.field(default_factory=EvalSection)
+
+
+def load_config(path: Path) -> MachineConfig:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file (run `machine train sft` to write one)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        return msgspec.convert(data, MachineConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def find_config(cwd: Path, explicit: str | None = None) -> Path | None:
+    """`explicit` (must exist), else `machine.toml` in `cwd` if present, else None (defaults)."""
+    if explicit:
+        path = Path(explicit)
+        path = path if path.is_absolute() else cwd / path
+        if not path.is_file():
+            raise ConfigError(f"{explicit}: no such config file")
+        return path
+    path = cwd / CONFIG_FILE
+    return path if path.is_file() else None
+
+
+def load_project_config(cwd: Path, explicit: str | None = None) -> tuple[MachineConfig, Path | None]:
+    path = find_config(cwd, explicit)
+    return (load_config(path) if path else MachineConfig()), path
+
+
+def apply_overrides(
+    config: MachineConfig, train: dict[str, Any], evals: dict[str, Any] | None = None
+) -> MachineConfig:
+    """A copy with the non-None overrides applied and validated again (raises ConfigError)."""
+    t = {k: v for k, v in train.items() if v is not None}
+    e = {k: v for k, v in (evals or {}).items() if v is not None}
+    merged = msgspec.to_builtins(config)
+    merged["train"].update(t)
+    merged["eval"].update(e)
+    try:
+        return msgspec.convert(merged, MachineConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"invalid setting: {exc}") from None
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        # TOML literal strings keep regexes readable; fall back to a basic string if it holds a quote/newline
+        if "'" not in value and "\n" not in value:
+            return f"'{value}'"
+        return msgspec.json.encode(value).decode()
+    raise TypeError(f"cannot write {value!r} to TOML")
+
+
+_COMMENTS = {
+    "engine": "local (embedded SmolLM2, CPU, free) or tinker (hosted; needs TINKER_API_KEY, costs money)",
+    "model": "base model; unset = the engine's default",
+    "train.data": "training JSONL; unset = the store's good rows (.machine/tagged.jsonl, rewrites applied)",
+    "eval.data": "held-out eval JSONL ({messages, expected, match?, id?} rows, or chat rows)",
+    "eval.grader": "exact | contains | regex; unset = each row's own `match`",
+    "eval.max_tokens": "tokens sampled per answer",
+    "steps": "cap on optimizer steps; unset = epochs x batches",
+    "learning_rate": "unset = engine default (local 5e-4, tinker 2e-4)",
+    "save_every": "checkpoint every N steps (0 = final only)",
+    "threads": "local engine torch threads; unset = measured default",
+    "format_pattern": "the trained answer format (format-compliance rate)",
+    "bleed_pattern": "a probe answer matching this leaks the format; unset = the format's literal prefix",
+    "probe_questions": "extra off-distribution probe questions (one per line, or JSONL)",
+}
+
+
+def render_toml(config: MachineConfig) -> str:
+    """The config as commented TOML (unset values are written as comments so they are discoverable)."""
+    lines = ["# machine-lsp run configuration: read by `machine train ...`, train_sft.py and eval.py", ""]
+    for section in ("train", "eval"):
+        lines.append(f"[{section}]")
+        obj = getattr(config, section)
+        for field in obj.__struct_fields__:
+            value = getattr(obj, field)
+            comment = _COMMENTS.get(f"{section}.{field}", _COMMENTS.get(field))
+            suffix = f"  # {comment}" if comment else ""
+            if value is None:
+                lines.append(f"# {field} = ...{suffix}")
+            else:
+                lines.append(f"{field} = {_toml_value(value)}{suffix}")
+        lines.append("")
+    return "\n".join(lines)

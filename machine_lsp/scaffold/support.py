@@ -1,0 +1,101 @@
+"""Helpers shared by the scaffolded scripts (train_sft.py, eval.py) and the jobs, so both train the same way.
+
+Pure at import time; torch/tinker/cookbook are imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from machine_lsp.core.schema import Message, TrainingRow, training_row_from_obj
+from machine_lsp.scaffold.config import TrainSection
+
+
+class DataError(ValueError):
+    """Training rows cannot be read; the message names the file and line."""
+
+
+def schedule(n_rows: int, cfg: TrainSection) -> list[list[int]]:
+    """Row indices of every step's batch: each epoch shuffles with `seed + epoch` and is cut into `batch_size`
+    chunks; `steps` caps the plan (cycling further epochs if it asks for more). A pure function of the config, so
+    a resumed run continues with exactly the batches it would have seen."""
+    if n_rows <= 0:
+        return []
+    per_epoch = -(-n_rows // cfg.batch_size)
+    epochs = cfg.epochs if cfg.steps is None else max(cfg.epochs, -(-cfg.steps // per_epoch))
+    batches: list[list[int]] = []
+    for epoch in range(epochs):
+        order = list(range(n_rows))
+        random.Random(cfg.seed + epoch).shuffle(order)
+        batches.extend(order[i : i + cfg.batch_size] for i in range(0, n_rows, cfg.batch_size))
+    return batches if cfg.steps is None else batches[: cfg.steps]
+
+
+def lr_at(step: int, total: int, cfg: TrainSection) -> float:
+    """The learning rate of 1-based `step`, with the cookbook's schedule multiplier (constant, linear, cosine)."""
+    from tinker_cookbook.utils.lr_scheduling import compute_schedule_lr_multiplier
+
+    return cfg.resolved_lr() * compute_schedule_lr_multiplier(cfg.lr_schedule, step - 1, max(total, 1))
+
+
+def read_rows(path: Path) -> list[TrainingRow]:
+    """Chat rows from a JSONL file through our own parser (tool calls, content parts, extra keys all kept)."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read: {exc}") from None
+    rows: list[TrainingRow] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(training_row_from_obj(json.loads(line)))
+        except (json.JSONDecodeError, msgspec.ValidationError) as exc:
+            raise DataError(f"{path}:{line_no}: not a chat row: {exc}") from None
+    if not rows:
+        raise DataError(f"{path}: no rows")
+    return rows
+
+
+def store_rows(start: Path | None = None) -> list[TrainingRow]:
+    """The store's good rows, rewrites applied."""
+    from machine_lsp.core.export import export_sft
+    from machine_lsp.core.store import Store
+
+    store = Store.open(start)
+    rows = export_sft(store.records())
+    if not rows:
+        raise DataError(
+            f"the store ({store.tagged_path}) has no good rows: tag turns with `machine good` first"
+        )
+    return rows
+
+
+def training_conversations(data: str | None, base: Path) -> list[list[Message]]:
+    """`data` (relative to `base`) or, when None/empty, the store's good rows."""
+    if data:
+        path = Path(data)
+        rows = read_rows(path if path.is_absolute() else base / path)
+    else:
+        rows = store_rows(base)
+    return [row.messages for row in rows]
+
+
+def datums(conversations: list[list[Message]], renderer: Any, cfg: TrainSection) -> list[Any]:
+    from machine_lsp.engines import render
+
+    return render.to_datums(conversations, renderer, train_on=cfg.train_on, max_length=cfg.max_length)
+
+
+def describe_batch(batch: list[Any]) -> str:
+    from machine_lsp.engines import render
+
+    counts = render.count_tokens(batch)
+    return f"{len(batch)} rows, {counts.tokens} tokens, {counts.trained} trained tokens"
