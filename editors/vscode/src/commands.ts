@@ -1,0 +1,410 @@
+/** The "Machine" palette commands: gather arguments, call the server's machine.* commands, show results. */
+import * as crypto from "node:crypto";
+import * as path from "node:path";
+import * as vscode from "vscode";
+import { ExecuteCommandRequest, WorkDoneProgress, type LanguageClient, type WorkDoneProgressBegin, type WorkDoneProgressReport } from "vscode-languageclient/node";
+import {
+  answerAsk,
+  ASK_AND_TAG_COMMAND,
+  cancelArgs,
+  checkpointsFromManifest,
+  compareArgs,
+  jobArgs,
+  scaffoldArgs,
+  selectionArgs,
+  SERVER_COMMANDS,
+  tagArgs,
+  validateArgs,
+  type AskKind,
+  type CheckpointChoice,
+  type JobKind,
+  type Verdict,
+} from "./logic/args";
+import { compareView } from "./logic/compare";
+import type { JobsView } from "./jobsView";
+import type { RunPanel } from "./panel";
+import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
+
+class UserCancelled extends Error {}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+export class Commands {
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly server: ServerManager,
+    private readonly jobs: JobsView,
+    private readonly panel: RunPanel,
+  ) {}
+
+  register(): vscode.Disposable[] {
+    const reg = (id: string, fn: (...args: unknown[]) => Promise<unknown>): vscode.Disposable =>
+      vscode.commands.registerCommand(id, async (...args: unknown[]) => {
+        try {
+          return await fn(...args);
+        } catch (err) {
+          if (err instanceof UserCancelled) return undefined;
+          const msg = err instanceof Error ? err.message : String(err);
+          this.server.output.appendLine(`[machine] ${id}: ${msg}`);
+          void vscode.window.showErrorMessage(`Machine: ${msg}`);
+          return undefined;
+        }
+      });
+    return [
+      reg("machineLsp.tagGood", () => this.tag("good")),
+      reg("machineLsp.tagBad", () => this.tag("bad")),
+      reg("machineLsp.tagRewrite", () => this.tagRewrite()),
+      reg("machineLsp.tagSelection", () => this.tagSelection()),
+      reg(ASK_AND_TAG_COMMAND, (kind, arg) => this.askAndTag(kind, arg)),
+      reg("machineLsp.showTagged", () => this.showTagged()),
+      reg("machineLsp.showDataPath", () => this.showDataPath()),
+      reg("machineLsp.validate", () => this.validate()),
+      reg("machineLsp.scaffold", () => this.scaffold()),
+      reg("machineLsp.smoke", () => this.runJob("smoke", "Smoke run")),
+      reg("machineLsp.train", () => this.runJob("train", "Training")),
+      reg("machineLsp.baseline", () => this.runJob("baseline", "Baseline eval")),
+      reg("machineLsp.evalCheckpoint", () => this.evalCheckpoint("evalCheckpoint")),
+      reg("machineLsp.compare", () => this.compare()),
+      reg("machineLsp.probe", () => this.evalCheckpoint("probe")),
+      reg("machineLsp.cancelJob", () => this.cancelJob()),
+      reg("machineLsp.openPanel", () => {
+        this.panel.show();
+        return Promise.resolve();
+      }),
+      reg("machineLsp.setTinkerKey", () => this.setTinkerKey()),
+      reg("machineLsp.clearTinkerKey", async () => {
+        await this.context.secrets.delete(TINKER_SECRET);
+        void vscode.window.showInformationMessage("Machine: the Tinker API key was removed from secret storage.");
+      }),
+      reg("machineLsp.restartServer", () => this.server.restart("user")),
+      reg("machineLsp.showOutput", () => {
+        this.server.output.show();
+        return Promise.resolve();
+      }),
+    ];
+  }
+
+  private async client(): Promise<LanguageClient> {
+    const c = await this.server.ensureClient();
+    if (!c) throw new Error("the machine-lsp server is not running (see “Machine: Show Server Log”).");
+    return c;
+  }
+
+  /** workspace/executeCommand with one object argument. */
+  async call(command: string, arg: Record<string, unknown>, token?: vscode.CancellationToken): Promise<unknown> {
+    const client = await this.client();
+    return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] }, token);
+  }
+
+  private activeEditor(): vscode.TextEditor {
+    const ed = vscode.window.activeTextEditor;
+    if (!ed) throw new Error("open a chat JSONL file or a session log first.");
+    return ed;
+  }
+
+  private async tag(verdict: Verdict, extra: { note?: string; rewrite?: string } = {}): Promise<unknown> {
+    const ed = this.activeEditor();
+    if (ed.document.isDirty) await ed.document.save();
+    return this.call(SERVER_COMMANDS.tag, tagArgs({ uri: ed.document.uri.toString(), line: ed.selection.active.line, verdict, ...extra }));
+  }
+
+  private async tagRewrite(): Promise<unknown> {
+    this.activeEditor();
+    const rewrite = await vscode.window.showInputBox({
+      title: "Machine: Tag with Rewrite",
+      prompt: "The answer the assistant should have given (it replaces the answer; the original is kept).",
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim() ? undefined : "The rewrite cannot be empty."),
+    });
+    if (rewrite === undefined) throw new UserCancelled();
+    const note = await vscode.window.showInputBox({ title: "Machine: Tag with Rewrite", prompt: "A note (optional)", ignoreFocusOut: true });
+    if (note === undefined) throw new UserCancelled();
+    return this.tag("good", { rewrite, note });
+  }
+
+  /** Runs a server code action that needs a note, a rewrite or a prompt: ask, then call machine.tag. */
+  private async askAndTag(kind: unknown, arg: unknown): Promise<unknown> {
+    if ((kind !== "note" && kind !== "rewrite" && kind !== "prompt") || !isObj(arg)) throw new Error("bad tag arguments from the server");
+    const prompts: Record<AskKind, string> = {
+      note: "A note for this tag",
+      rewrite: "The answer the assistant should have given (it replaces the answer; the original is kept)",
+      prompt: "The prompt (user message) that the selection answers",
+    };
+    const answer = await vscode.window.showInputBox({
+      title: `Machine: ${kind === "prompt" ? "Tag Selection" : `Tag with ${kind}`}`,
+      prompt: prompts[kind],
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim() ? undefined : `The ${kind} cannot be empty.`),
+    });
+    if (answer === undefined) throw new UserCancelled();
+    const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === arg.uri);
+    if (doc?.isDirty && kind === "prompt") await doc.save();
+    return this.call(SERVER_COMMANDS.tag, answerAsk(arg, kind, answer));
+  }
+
+  private async tagSelection(): Promise<unknown> {
+    const ed = this.activeEditor();
+    const sel = ed.selection;
+    const text = ed.document.getText(sel);
+    if (sel.isEmpty || !text.trim()) throw new Error("select the assistant answer to tag first.");
+    const verdicts: { label: string; verdict: Verdict }[] = [
+      { label: "$(thumbsup) Good", verdict: "good" },
+      { label: "$(thumbsdown) Bad", verdict: "bad" },
+    ];
+    const pick = await vscode.window.showQuickPick(
+      verdicts,
+      { title: "Machine: Tag Selection", placeHolder: "Verdict for the selected answer" },
+    );
+    if (!pick) throw new UserCancelled();
+    const prompt = await vscode.window.showInputBox({
+      title: "Machine: Tag Selection",
+      prompt: "The prompt (user message) that the selection answers",
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim() ? undefined : "The prompt cannot be empty."),
+    });
+    if (prompt === undefined) throw new UserCancelled();
+    if (ed.document.isDirty) await ed.document.save(); // the server reads files it does not track from disk
+    return this.call(
+      SERVER_COMMANDS.tag,
+      selectionArgs({
+        uri: ed.document.uri.toString(),
+        range: { start: { line: sel.start.line, character: sel.start.character }, end: { line: sel.end.line, character: sel.end.character } },
+        text,
+        prompt,
+        verdict: pick.verdict,
+      }),
+    );
+  }
+
+  private async showTagged(): Promise<void> {
+    const result = await this.call(SERVER_COMMANDS.tagged, {});
+    const records = isObj(result) && Array.isArray(result.records) ? result.records.filter(isObj) : undefined;
+    if (!records) {
+      await this.showJson("tagged rows", result);
+      return;
+    }
+    if (!records.length) {
+      void vscode.window.showInformationMessage("Machine: nothing is tagged yet.");
+      return;
+    }
+    const items = records.map((r) => {
+      const source = isObj(r.source) ? r.source : {};
+      const uri = typeof source.uri === "string" ? source.uri : undefined;
+      const line = typeof source.line === "number" ? source.line : undefined;
+      const where = uri ? `${path.basename(vscode.Uri.parse(uri).fsPath)}${line !== undefined ? `:${line}` : ""}` : "";
+      const flags = [r.rewritten === true ? "rewritten" : "", r.trace === true ? "trace" : "", typeof r.note === "string" ? r.note : ""].filter(Boolean);
+      return {
+        label: `${r.verdict === "good" ? "$(thumbsup)" : "$(thumbsdown)"} ${where || (typeof r.id === "string" ? r.id : "row")}`,
+        description: flags.join(" · "),
+        detail: typeof r.answer === "string" ? r.answer.replace(/\s+/g, " ").slice(0, 160) : "",
+        uri,
+        line,
+      };
+    });
+    const pick = await vscode.window.showQuickPick(items, { title: `Machine: ${items.length} tagged rows`, matchOnDetail: true, matchOnDescription: true });
+    if (pick?.uri) {
+      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(pick.uri));
+      const line = Math.max(0, (pick.line ?? 1) - 1);
+      await vscode.window.showTextDocument(doc, { selection: new vscode.Range(line, 0, line, 0) });
+    }
+  }
+
+  private async showDataPath(): Promise<void> {
+    const result = await this.call(SERVER_COMMANDS.data, {});
+    const r = isObj(result) ? result : {};
+    const tagged = [r.store, r.tagged_path, r.path].find((v): v is string => typeof v === "string");
+    const counts = isObj(r.counts) ? Object.entries(r.counts).map(([k, v]) => `${k} ${String(v)}`).join(", ") : "";
+    if (!tagged) {
+      await this.showJson("data", result);
+      return;
+    }
+    const pick = await vscode.window.showInformationMessage(`Machine data: ${tagged}${counts ? ` (${counts})` : ""}`, "Open", "Copy Path");
+    if (pick === "Copy Path") await vscode.env.clipboard.writeText(tagged);
+    if (pick === "Open") await vscode.window.showTextDocument(vscode.Uri.file(tagged));
+  }
+
+  private async showJson(what: string, value: unknown): Promise<void> {
+    const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(value, null, 2) });
+    await vscode.window.showTextDocument(doc, { preview: true });
+    this.server.output.appendLine(`[machine] ${what}: shown as JSON`);
+  }
+
+  private async validate(): Promise<unknown> {
+    const ed = this.activeEditor();
+    if (ed.document.isDirty) await ed.document.save();
+    return this.withJobProgress(`Validating ${path.basename(ed.document.uri.fsPath)}`, SERVER_COMMANDS.validate, validateArgs(ed.document.uri.toString()));
+  }
+
+  private async scaffold(): Promise<void> {
+    const result = await this.withJobProgress("Scaffold SFT script", SERVER_COMMANDS.scaffold, scaffoldArgs(currentSettings()));
+    const r = isObj(result) && isObj(result.result) ? result.result : isObj(result) ? result : {};
+    const listed: unknown[] = Array.isArray(r.files) ? r.files : [];
+    const files = [r.script, r.path, r.config, ...listed].filter((v): v is string => typeof v === "string");
+    const file = files.find((f) => f.endsWith(".py")) ?? files[0];
+    if (file) {
+      const abs = path.isAbsolute(file) ? file : path.join(workspaceFolderPath() ?? "", file);
+      await vscode.window.showTextDocument(vscode.Uri.file(abs));
+    }
+  }
+
+  private async runJob(kind: JobKind, title: string, checkpoint?: string): Promise<unknown> {
+    const args = jobArgs({ kind, settings: currentSettings(), workspaceFolder: workspaceFolderPath(), checkpoint });
+    const command = {
+      smoke: SERVER_COMMANDS.smoke,
+      train: SERVER_COMMANDS.train,
+      baseline: SERVER_COMMANDS.baseline,
+      evalCheckpoint: SERVER_COMMANDS.evalCheckpoint,
+      probe: SERVER_COMMANDS.probe,
+    }[kind];
+    if (kind === "smoke" || kind === "train") this.panel.show(true);
+    return this.withJobProgress(title, command, args);
+  }
+
+  /**
+   * Runs a job command inside a cancellable notification. The language client sends executeCommand without a
+   * work-done token, so we give one (the server reports on it) and forward cancellation as $/cancelRequest,
+   * plus machine.jobs.cancel for the job the server started for us.
+   */
+  async withJobProgress(title: string, command: string, arg: Record<string, unknown>): Promise<unknown> {
+    const client = await this.client();
+    const startedBefore = new Set(this.jobs.jobs.keys());
+    const ours = (): string[] => [...this.jobs.jobs.values()].filter((j) => !startedBefore.has(j.id) && j.status === "running").map((j) => j.id);
+    return vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Machine: ${title}`, cancellable: true },
+      async (progress, token): Promise<unknown> => {
+        const workDoneToken = `machine-vscode-${crypto.randomUUID()}`;
+        let lastPct = 0;
+        const sub = client.onProgress(WorkDoneProgress.type, workDoneToken, (p) => {
+          if (p.kind === "end") return;
+          const q: WorkDoneProgressBegin | WorkDoneProgressReport = p;
+          const pct = typeof q.percentage === "number" ? q.percentage : undefined;
+          const increment = pct !== undefined && pct > lastPct ? pct - lastPct : undefined;
+          if (pct !== undefined) lastPct = Math.max(lastPct, pct);
+          progress.report({ ...(q.message ? { message: q.message } : {}), ...(increment !== undefined ? { increment } : {}) });
+        });
+        const cancelSub = token.onCancellationRequested(() => {
+          for (const id of ours()) void this.call(SERVER_COMMANDS.jobsCancel, cancelArgs(id)).catch(() => undefined);
+        });
+        try {
+          const result: unknown = await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg], workDoneToken }, token);
+          // A server that answers at once with a job id: keep the progress open until the job ends.
+          const jobId = isObj(result) && typeof result.job_id === "string" ? result.job_id : undefined;
+          if (jobId && this.jobs.jobs.get(jobId)?.status !== "done" && !(isObj(result) && "status" in result && result.status !== "running")) {
+            const end = await Promise.race([
+              this.jobs.whenFinished(jobId),
+              new Promise<undefined>((resolve) => token.onCancellationRequested(() => {
+                resolve(undefined);
+              })),
+            ]);
+            return end?.result ?? result;
+          }
+          return result;
+        } catch (err) {
+          // A job that started and failed or was cancelled: the server already said so (window/showMessage).
+          if (token.isCancellationRequested || ours().length > 0 || [...this.jobs.jobs.values()].some((j) => !startedBefore.has(j.id))) return undefined;
+          throw err;
+        } finally {
+          sub.dispose();
+          cancelSub.dispose();
+        }
+      },
+    );
+  }
+
+  private async recentCheckpoints(): Promise<CheckpointChoice[]> {
+    const out: CheckpointChoice[] = [];
+    const manifests = await vscode.workspace.findFiles(".machine/runs/*/manifest.json", null, 200);
+    for (const uri of manifests) {
+      try {
+        const data: unknown = JSON.parse(Buffer.from(await vscode.workspace.fs.readFile(uri)).toString("utf8"));
+        out.push(...checkpointsFromManifest(path.basename(path.dirname(uri.fsPath)), data));
+      } catch {
+        // a manifest being written: skip
+      }
+    }
+    for (const j of this.jobs.jobs.values()) {
+      for (const c of j.checkpoints) {
+        if (!out.some((o) => o.address === c.address)) out.push({ address: c.address, label: `${j.id} / ${c.name}`, description: "this session", sortKey: `~${j.startedAt}` });
+      }
+    }
+    return out.sort((a, b) => b.sortKey.localeCompare(a.sortKey));
+  }
+
+  private async evalCheckpoint(kind: "evalCheckpoint" | "probe"): Promise<unknown> {
+    const title = kind === "probe" ? "Style-Bleed Probe" : "Evaluate Checkpoint";
+    const enter = { label: "$(edit) Enter a checkpoint address…", description: "local://… or tinker://…", address: "" };
+    const items = [...(await this.recentCheckpoints()).map((c) => ({ label: c.label, description: c.description, detail: c.address, address: c.address })), enter];
+    const pick = await vscode.window.showQuickPick(items, { title: `Machine: ${title}`, placeHolder: "Checkpoint from a recent run", matchOnDetail: true });
+    if (!pick) throw new UserCancelled();
+    let address = pick.address;
+    if (!address) {
+      const typed = await vscode.window.showInputBox({
+        title: `Machine: ${title}`,
+        prompt: "Checkpoint address",
+        placeHolder: "local://<run-id>/<name> or tinker://<run-id>/sampler_weights/<name>",
+        ignoreFocusOut: true,
+        validateInput: (v) => (/^(local|tinker):\/\/\S+$/.test(v.trim()) ? undefined : "An address starts with local:// or tinker://"),
+      });
+      if (typed === undefined) throw new UserCancelled();
+      address = typed.trim();
+    }
+    return this.runJob(kind, title, address);
+  }
+
+  private async compare(): Promise<void> {
+    const files = (await vscode.workspace.findFiles("**/eval_results/**/*.json", "**/node_modules/**", 500)).sort((a, b) => a.fsPath.localeCompare(b.fsPath));
+    if (files.length < 2) throw new Error("Compare needs two result files in eval_results/ (run Baseline Eval and Evaluate Checkpoint first).");
+    const items = files.map((u) => ({ label: path.basename(u.fsPath), description: vscode.workspace.asRelativePath(u), uri: u }));
+    const a = await vscode.window.showQuickPick(items, { title: "Machine: Compare Results (1/2)", placeHolder: "Before (A), e.g. the baseline" });
+    if (!a) throw new UserCancelled();
+    const b = await vscode.window.showQuickPick(
+      items.filter((i) => i.uri.fsPath !== a.uri.fsPath),
+      { title: "Machine: Compare Results (2/2)", placeHolder: "After (B), e.g. the fine-tuned checkpoint" },
+    );
+    if (!b) throw new UserCancelled();
+    const result = await this.call(SERVER_COMMANDS.compare, compareArgs(a.uri.fsPath, b.uri.fsPath));
+    this.panel.showComparison(compareView(result));
+  }
+
+  private async cancelJob(): Promise<void> {
+    const local = this.jobs.running();
+    let listed: { id: string; label: string }[] = local.map((j) => ({ id: j.id, label: j.job }));
+    if (!listed.length) {
+      const result = await this.call(SERVER_COMMANDS.jobsList, {});
+      const arr = Array.isArray(result) ? result : isObj(result) && Array.isArray(result.jobs) ? result.jobs : [];
+      listed = arr
+        .filter(isObj)
+        .filter((j) => j.status === undefined || j.status === "running")
+        .map((j) => ({
+          id: typeof j.job_id === "string" ? j.job_id : typeof j.id === "string" ? j.id : "",
+          label: typeof j.job === "string" ? j.job : typeof j.verb === "string" ? j.verb : "job",
+        }))
+        .filter((j) => j.id !== "");
+    }
+    if (!listed.length) {
+      void vscode.window.showInformationMessage("Machine: no job is running.");
+      return;
+    }
+    let id = listed[0]?.id;
+    if (listed.length > 1) {
+      const pick = await vscode.window.showQuickPick(listed.map((j) => ({ label: j.label, description: j.id, id: j.id })), { title: "Machine: Cancel Job" });
+      if (!pick) throw new UserCancelled();
+      id = pick.id;
+    }
+    if (id === undefined) return;
+    await this.call(SERVER_COMMANDS.jobsCancel, cancelArgs(id));
+  }
+
+  private async setTinkerKey(): Promise<void> {
+    const key = await vscode.window.showInputBox({
+      title: "Machine: Tinker API Key",
+      prompt: "Stored in VS Code's secret storage and passed to the server's environment only (TINKER_API_KEY).",
+      password: true,
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim().startsWith("tml-") ? undefined : "Tinker keys start with tml-"),
+    });
+    if (key === undefined) throw new UserCancelled();
+    await this.context.secrets.store(TINKER_SECRET, key.trim());
+    void vscode.window.showInformationMessage("Machine: Tinker API key stored; the server restarts to use it.");
+  }
+}

@@ -1,0 +1,36 @@
+/** Entry point of the Machine extension: a client of the machine-lsp language server. */
+import * as vscode from "vscode";
+import { ShowMessageNotification } from "vscode-languageclient/node";
+import { Commands } from "./commands";
+import { JOB_EVENT_NOTIFICATION, JobsView } from "./jobsView";
+import { RunPanel } from "./panel";
+import { ServerManager } from "./server";
+
+let server: ServerManager | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel("Machine", { log: true });
+  const jobs = new JobsView(output);
+  const panel = new RunPanel(context.extensionUri, () => jobs.jobs.values());
+  server = new ServerManager(context, output);
+  jobs.onEvent(() => {
+    panel.update();
+  });
+  server.onClient((client) => {
+    context.subscriptions.push(
+      client.onNotification(JOB_EVENT_NOTIFICATION, (params: unknown) => {
+        jobs.handle(params);
+      }),
+      client.onNotification(ShowMessageNotification.type, (params) => {
+        jobs.showServerMessage(params);
+      }),
+    );
+  });
+  const commands = new Commands(context, server, jobs, panel);
+  context.subscriptions.push(output, jobs, panel, server, ...commands.register());
+  await server.ensureClient();
+}
+
+export async function deactivate(): Promise<void> {
+  await server?.stop();
+}

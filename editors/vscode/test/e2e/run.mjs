@@ -1,0 +1,523 @@
+// End-to-end test in a real VS Code: code-server (VS Code 1.139) + Debian chromium driven by playwright-core,
+// with the packaged extension (machine-lsp.vsix) and the real machine-lsp server from the repository's venv.
+//
+//   node test/e2e/run.mjs            (after scripts/setup-e2e.sh and `npm run package`; `npm run e2e` does all)
+//
+// Env: MACHINE_E2E_PYTHON (default <repo>/.venv/bin/python), MACHINE_TOOLS_DIR (default <repo>/.tools),
+// MACHINE_E2E_TIMEOUT_S (default 600), MACHINE_E2E_SCREENSHOTS (a folder to copy the screenshots to, e.g. media/).
+// Every wait is bounded; code-server and chromium are stopped on every exit path.
+import { spawn, execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const EXT_DIR = path.resolve(HERE, "../..");
+const ROOT = path.resolve(EXT_DIR, "../..");
+const TOOLS = process.env.MACHINE_TOOLS_DIR ?? path.join(ROOT, ".tools");
+const CODE_SERVER = path.join(TOOLS, "code-server.sh");
+const PYTHON = process.env.MACHINE_E2E_PYTHON ?? path.join(ROOT, ".venv/bin/python");
+// A Python that has no machine-lsp (the system one, run isolated from the venv and user site).
+const BARE_PYTHON = process.env.MACHINE_E2E_BARE_PYTHON ?? "/usr/bin/python3";
+const VSIX = path.join(EXT_DIR, "machine-lsp.vsix");
+const ARTIFACTS = path.join(EXT_DIR, "test-artifacts");
+const TOTAL_TIMEOUT_S = Number(process.env.MACHINE_E2E_TIMEOUT_S ?? 600);
+const REAL_HOME = os.homedir();
+
+const t0 = Date.now();
+const log = (msg) => console.log(`[e2e ${((Date.now() - t0) / 1000).toFixed(1).padStart(6)}s] ${msg}`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function poll(what, fn, timeoutMs, intervalMs = 250) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(intervalMs);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? ` (last error: ${last.message})` : ""}`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// ---- process bookkeeping: every process we start is a descendant of this one --------------------------------
+function procTable() {
+  const out = new Map();
+  for (const d of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const status = fs.readFileSync(`/proc/${d}/status`, "utf8");
+      const rss = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+      out.set(Number(d), { ppid: Number(rest[1]), rssKb: rss });
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return out;
+}
+function descendants(rootPid) {
+  const table = procTable();
+  const kids = new Map();
+  for (const [pid, p] of table) {
+    if (!kids.has(p.ppid)) kids.set(p.ppid, []);
+    kids.get(p.ppid).push(pid);
+  }
+  const out = [];
+  const stack = [rootPid];
+  while (stack.length) {
+    const pid = stack.pop();
+    for (const k of kids.get(pid) ?? []) {
+      out.push({ pid: k, rssKb: table.get(k)?.rssKb ?? 0 });
+      stack.push(k);
+    }
+  }
+  return out;
+}
+let peakRssKb = 0;
+const rssTimer = setInterval(() => {
+  const total = descendants(process.pid).reduce((s, p) => s + p.rssKb, 0);
+  peakRssKb = Math.max(peakRssKb, total);
+}, 1000);
+
+let codeServer;
+let browser;
+let tmp;
+let cleaningUp = false;
+const alive = (pid) => fs.existsSync(`/proc/${pid}`);
+let leftover = [];
+async function cleanup() {
+  if (cleaningUp) return;
+  cleaningUp = true;
+  clearInterval(rssTimer);
+  // Snapshot first: once code-server ends, its children (the language server, jobs) are no longer ours in /proc.
+  const started = descendants(process.pid).map((p) => p.pid);
+  try {
+    await Promise.race([browser?.close(), sleep(10_000)]);
+  } catch {
+    // already gone
+  }
+  if (codeServer?.pid) {
+    try {
+      process.kill(-codeServer.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+  const deadline = Date.now() + 8000;
+  while (started.some(alive) && Date.now() < deadline) await sleep(200);
+  leftover = started.filter(alive);
+  for (const pid of leftover) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+  if (tmp && !process.env.MACHINE_E2E_KEEP) fs.rmSync(tmp, { recursive: true, force: true });
+}
+for (const sig of ["SIGINT", "SIGTERM"]) {
+  process.on(sig, () => {
+    void cleanup().then(() => process.exit(130));
+  });
+}
+const overall = setTimeout(() => {
+  console.error(`[e2e] FAILED: the whole run took longer than ${TOTAL_TIMEOUT_S} s`);
+  void cleanup().then(() => process.exit(1));
+}, TOTAL_TIMEOUT_S * 1000);
+
+// ---- the run --------------------------------------------------------------------------------------------------
+const results = [];
+function check(name, ok, detail = "") {
+  results.push({ name, ok, detail });
+  log(`${ok ? "PASS" : "FAIL"} ${name}${detail ? ` — ${detail}` : ""}`);
+  if (!ok) throw new Error(`check failed: ${name} ${detail}`);
+}
+
+function storeRecords(ws) {
+  const p = path.join(ws, ".machine", "tagged.jsonl");
+  if (!fs.existsSync(p)) return [];
+  return fs.readFileSync(p, "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+}
+
+async function main() {
+  for (const [what, p] of [["code-server (run scripts/setup-e2e.sh)", CODE_SERVER], ["the packaged extension (npm run package)", VSIX], ["the Python venv with machine-lsp", PYTHON], ["chromium", "/usr/bin/chromium"]]) {
+    if (!fs.existsSync(p)) throw new Error(`missing ${what}: ${p}`);
+  }
+  fs.rmSync(ARTIFACTS, { recursive: true, force: true });
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), "machine-e2e-"));
+  const home = path.join(tmp, "home");
+  const userData = path.join(tmp, "user-data");
+  const extensions = path.join(tmp, "extensions");
+  const ws = path.join(tmp, "workspace");
+  for (const d of [home, userData, extensions, ws, path.join(userData, "User"), path.join(ws, ".machine")]) fs.mkdirSync(d, { recursive: true });
+  fs.cpSync(path.join(HERE, "fixture"), ws, { recursive: true });
+  // two eval results to compare (kept outside fixture/ because the repository ignores every eval_results/)
+  fs.cpSync(path.join(HERE, "eval-results-fixture"), path.join(ws, "eval_results"), { recursive: true });
+  const env = {
+    ...process.env,
+    HOME: home,
+    XDG_CONFIG_HOME: path.join(home, ".config"),
+    XDG_DATA_HOME: path.join(home, ".local/share"),
+    XDG_CACHE_HOME: path.join(home, ".cache"),
+    XDG_RUNTIME_DIR: path.join(home, ".run"),
+    EXTENSIONS_GALLERY: "{}",
+    // the converted embedded model is cached under the real user's cache: reuse it, do not convert again
+    MACHINE_CACHE: process.env.MACHINE_CACHE ?? path.join(REAL_HOME, ".cache", "machine-lsp"),
+    TINKER_TELEMETRY: "0",
+  };
+  delete env.TINKER_API_KEY;
+  fs.writeFileSync(
+    path.join(userData, "User", "settings.json"),
+    JSON.stringify(
+      {
+        "workbench.startupEditor": "none",
+        "workbench.secondarySideBar.defaultVisibility": "hidden",
+        "workbench.tips.enabled": false,
+        "workbench.welcomePage.walkthroughs.openOnInstall": false,
+        "telemetry.telemetryLevel": "off",
+        "extensions.autoUpdate": false,
+        "extensions.autoCheckUpdates": false,
+        "update.mode": "none",
+        "chat.disableAIFeatures": true,
+        "security.workspace.trust.enabled": false,
+        "editor.lightbulb.enabled": "on",
+        "window.restoreWindows": "none",
+        "machine.python": PYTHON,
+        "machine.data.train": "chats.jsonl",
+        "machine.data.eval": "eval.jsonl",
+        "machine.threads": 1,
+      },
+      null,
+      2,
+    ),
+  );
+
+  log("installing the extension into code-server");
+  execFileSync(CODE_SERVER, ["--install-extension", VSIX, "--extensions-dir", extensions, "--user-data-dir", userData], { env, stdio: "pipe", timeout: 120_000 });
+
+  const port = await freePort();
+  const cfg = path.join(tmp, "code-server.yaml");
+  fs.writeFileSync(cfg, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
+  const csLog = fs.openSync(path.join(ARTIFACTS, "code-server.log"), "w");
+  codeServer = spawn(
+    CODE_SERVER,
+    ["--config", cfg, "--user-data-dir", userData, "--extensions-dir", extensions, "--disable-workspace-trust", "--disable-telemetry", "--disable-update-check", "--disable-getting-started-override"],
+    { env, stdio: ["ignore", csLog, csLog], detached: true },
+  );
+  log(`code-server pid ${codeServer.pid} on port ${port}`);
+  await poll("code-server to answer", async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 90_000, 500);
+
+  browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    env,
+    args: ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--disable-background-networking", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-first-run"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  const shot = async (name) => {
+    await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`) });
+    log(`screenshot ${name}.png`);
+  };
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(ws)}`, { timeout: 60_000 });
+  await page.locator(".monaco-workbench").waitFor({ timeout: 90_000 });
+  await sleep(1500);
+  await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
+
+  const quickInput = page.locator(".quick-input-widget");
+  async function quickOpen(keys, text, rowText = text) {
+    // Close a quick input that is still open (only then: Escape in the editor would drop the selection).
+    if (await quickInput.isVisible()) {
+      await page.keyboard.press("Escape");
+      await quickInput.waitFor({ state: "hidden", timeout: 10_000 });
+    }
+    await page.keyboard.press(keys);
+    await quickInput.waitFor({ state: "visible", timeout: 15_000 });
+    await page.keyboard.type(text, { delay: 15 });
+    const row = quickInput.locator(".monaco-list-row", { hasText: rowText }).first();
+    await row.waitFor({ state: "visible", timeout: 20_000 });
+    await page.keyboard.press("Enter");
+  }
+  const palette = (title) => quickOpen("F1", title);
+  async function openFile(name) {
+    await quickOpen("Control+P", name);
+    await page.locator(`.tabs-container .tab[aria-label*="${name}"]`).first().waitFor({ timeout: 20_000 });
+    await page.locator(".monaco-editor .view-lines").first().waitFor({ timeout: 20_000 });
+    await sleep(300);
+  }
+  async function gotoLine(n) {
+    await page.keyboard.press("Control+G");
+    await quickInput.waitFor({ state: "visible", timeout: 10_000 });
+    await page.keyboard.type(String(n));
+    await page.keyboard.press("Enter");
+    await sleep(300);
+  }
+  const toast = (re) => page.locator(".notifications-toasts .notification-toast", { hasText: re }).first();
+
+  // 1. Diagnostics: a JSONL line with a known error shows in the Problems view.
+  await openFile("broken.jsonl");
+  const problems = page.locator('[id="status.problems"]');
+  const label = await poll("an error count in the status bar", async () => {
+    const l = (await problems.getAttribute("aria-label")) ?? "";
+    return /Errors: [1-9]/.test(l) ? l : undefined;
+  }, 90_000, 500);
+  check("the server published a diagnostic (status bar)", /Errors: 1\b/.test(label), label);
+  await page.keyboard.press("Control+Shift+M");
+  const marker = page.locator(".markers-panel .monaco-list-row", { hasText: "json-invalid" }).first();
+  await marker.waitFor({ timeout: 20_000 });
+  const markerText = (await marker.innerText()).replace(/\s+/g, " ");
+  check("Problems view lists the json-invalid finding on line 2", /json-invalid/.test(markerText) && /\[Ln 2/.test(markerText), markerText);
+  await page.locator(".monaco-editor .squiggly-error").first().waitFor({ timeout: 10_000 });
+  await shot("01-diagnostics");
+  await page.keyboard.press("Control+Shift+M"); // close the panel again
+
+  // 1b. Validate Current File runs the validator as a job; its outcome comes back as a notification.
+  await page.locator(".tabs-container .tab", { hasText: "broken.jsonl" }).first().click();
+  await palette("Machine: Validate Current File");
+  const validated = toast(/broken\.jsonl: 2 rows, 1 errors/);
+  await validated.waitFor({ timeout: 60_000 });
+  const jobBar = page.locator(".statusbar-item", { hasText: "Machine:" }).first();
+  const validateBar = await poll("the validate job's final state in the status bar", async () => {
+    const t = await jobBar.innerText();
+    return /validate · done/.test(t) ? t : undefined;
+  }, 20_000);
+  check("Validate Current File ran as a job and reported its outcome", true, `${(await validated.innerText()).replace(/\s+/g, " ").slice(-60)} | ${validateBar.trim()}`);
+
+  // 2. Tag as good from the light bulb (the server's code action).
+  await openFile("chats.jsonl");
+  check("the store is empty at first", storeRecords(ws).length === 0);
+  await gotoLine(1);
+  await page.keyboard.press("Control+.");
+  const menu = page.locator(".action-widget:not(.action-list-submenu-panel)").first();
+  await menu.waitFor({ state: "visible", timeout: 20_000 });
+  const goodItem = menu.locator(".monaco-list-row", { hasText: "Tag row as good" }).first();
+  await goodItem.waitFor({ timeout: 10_000 });
+  await shot("02-code-actions");
+  await goodItem.click();
+  await poll("the store to hold 1 row", () => storeRecords(ws).length === 1, 20_000);
+  const r1 = storeRecords(ws)[0];
+  check("Tag row as good (light bulb) appended a good row for line 1", r1.verdict === "good" && r1.source?.line === 1 && JSON.stringify(r1.messages).includes("answer: 4"), `verdict=${r1.verdict} line=${r1.source?.line}`);
+  await toast(/Tagged good/).waitFor({ timeout: 10_000 });
+
+  // 3. Tag as Bad from the palette.
+  await gotoLine(3);
+  await palette("Machine: Tag as Bad");
+  await poll("the store to hold 2 rows", () => storeRecords(ws).length === 2, 20_000);
+  const r2 = storeRecords(ws)[1];
+  check("Machine: Tag as Bad (palette) appended a bad row for line 3", r2.verdict === "bad" && r2.source?.line === 3, `verdict=${r2.verdict} line=${r2.source?.line}`);
+
+  // 4. A code action that needs an answer: the extension asks, then tags with the note.
+  await gotoLine(2);
+  await page.keyboard.press("Control+.");
+  await menu.waitFor({ state: "visible", timeout: 20_000 });
+  await menu.locator(".monaco-list-row", { hasText: "Tag as good with note" }).first().click();
+  await quickInput.waitFor({ state: "visible", timeout: 10_000 });
+  await page.keyboard.type("terse and right");
+  await shot("03-note-input");
+  await page.keyboard.press("Enter");
+  await poll("the store to hold 3 rows", () => storeRecords(ws).length === 3, 20_000);
+  const r3 = storeRecords(ws)[2];
+  check("Tag as good with note… asked for the note and stored it", r3.verdict === "good" && r3.note === "terse and right" && r3.source?.line === 2, `note=${r3.note}`);
+  await shot("04-tagged");
+
+  // 4b. The store from the palette: Show Data Path and Show Tagged Rows.
+  await palette("Machine: Show Data Path");
+  const dataToast = toast(/Machine data: .*tagged\.jsonl/);
+  await dataToast.waitFor({ timeout: 20_000 });
+  const dataText = (await dataToast.innerText()).replace(/\s+/g, " ");
+  check("Show Data Path names the store and its counts", dataText.includes(path.join(ws, ".machine", "tagged.jsonl")) && /good 2/.test(dataText) && /bad 1/.test(dataText), dataText.slice(0, 160));
+  await palette("Machine: Show Tagged Rows");
+  const taggedRows = await poll("the tagged rows in a quick pick", async () => {
+    const rows = await quickInput.locator(".monaco-list-row").allInnerTexts();
+    return rows.length >= 3 && rows.some((t) => t.includes("chats.jsonl:1")) ? rows : undefined;
+  }, 20_000).catch(async () => quickInput.locator(".monaco-list-row").allInnerTexts());
+  check("Show Tagged Rows lists the 3 tagged rows", taggedRows.length === 3 && taggedRows.some((t) => t.includes("chats.jsonl:2") && t.includes("terse and right")), taggedRows.map((t) => t.replace(/\s+/g, " ")).join(" | "));
+  await page.keyboard.press("Escape");
+
+  // 4c. Tag Selection… in a non-JSONL file: the selection is the answer, the prompt comes from an input box.
+  await openFile("notes.md");
+  await gotoLine(4);
+  await page.keyboard.press("Home");
+  await page.keyboard.press("Shift+End");
+  await poll("the selection in the status bar", async () => /selected/.test(await page.locator('[id="status.editor.selection"]').innerText()), 10_000);
+  await sleep(500);
+  await palette("Machine: Tag Selection");
+  await quickInput.locator(".monaco-list-row", { hasText: "Good" }).first().waitFor({ timeout: 10_000 });
+  await page.keyboard.type("Good");
+  await page.keyboard.press("Enter");
+  await poll("the prompt input box", async () => /prompt/i.test(await quickInput.innerText()), 10_000);
+  await page.keyboard.type("How do I list files?");
+  await page.keyboard.press("Enter");
+  await poll("the store to hold 4 rows", () => storeRecords(ws).length === 4, 20_000);
+  const sel = storeRecords(ws)[3];
+  const selText = JSON.stringify(sel.messages);
+  check("Tag Selection… stored the selection as the answer to the typed prompt", sel.verdict === "good" && sel.source?.kind === "selection" && sel.source?.line === 4 && selText.includes("How do I list files?") && selText.includes("Use `ls -la` to list every file"), `kind=${sel.source?.kind} line=${sel.source?.line}`);
+  await page.locator(".tabs-container .tab", { hasText: "chats.jsonl" }).first().click();
+
+  // 5. A job from the palette: the smoke run streams progress into the status bar.
+  const jobItem = page.locator(".statusbar-item", { hasText: "Machine:" }).first();
+  await palette("Machine: Smoke Run");
+  const stepText = await poll("step progress in the status bar", async () => {
+    const t = (await jobItem.isVisible()) ? await jobItem.innerText() : "";
+    return /train-smoke · step \d+\/\d+ · loss [\d.]+/.test(t) ? t : undefined;
+  }, 240_000, 200);
+  check("the status bar shows the smoke run's step, loss and eta", true, stepText.replace(/\s+/g, " "));
+  await shot("05-smoke-progress");
+  // the outcome, not the progress notification (that one has a Cancel button)
+  const doneToast = page.locator(".notifications-toasts .notification-toast", { hasText: /smoke/i }).filter({ hasNotText: "Cancel" }).first();
+  await doneToast.waitFor({ timeout: 120_000 });
+  const doneText = (await doneToast.innerText()).replace(/\s+/g, " ");
+  check("the outcome notification arrived", !/failed|crashed/i.test(doneText), doneText);
+  const finalBar = await poll("the final state in the status bar", async () => {
+    const t = await jobItem.innerText();
+    return /train-smoke · done/.test(t) ? t : undefined;
+  }, 20_000);
+  check("the status bar shows the job as done", true, finalBar.replace(/\s+/g, " "));
+  // The run panel opened beside the editor and drew the loss curve from machine/jobEvent.
+  const panelFrame = page.frameLocator("iframe.webview.ready").frameLocator("iframe#active-frame");
+  const legend = panelFrame.locator("#legend li").first();
+  await legend.waitFor({ timeout: 20_000 });
+  const legendText = await legend.innerText();
+  check("the Machine: Run panel drew the loss curve", /train-smoke .* step 2\/2 · loss/.test(legendText), legendText);
+  await shot("06-run-panel");
+
+  // 6. Cancel a running job by clicking the status-bar item.
+  await palette("Machine: Smoke Run");
+  await poll("the second smoke run in the status bar", async () => ((await jobItem.isVisible()) && /train-smoke · (starting|step)/.test(await jobItem.innerText())) || undefined, 60_000, 200);
+  await jobItem.click();
+  await toast(/cancelled/i).waitFor({ timeout: 60_000 });
+  const runsDir = path.join(ws, ".machine", "runs");
+  const cancelled = await poll("a cancelled run manifest", () => {
+    for (const d of fs.readdirSync(runsDir)) {
+      const m = path.join(runsDir, d, "manifest.json");
+      if (fs.existsSync(m) && JSON.parse(fs.readFileSync(m, "utf8")).status === "cancelled") return d;
+    }
+    return undefined;
+  }, 20_000);
+  check("clicking the status bar cancelled the job (manifest status cancelled)", true, cancelled);
+  await shot("07-cancelled");
+
+  // 7. Compare two eval results: the panel shows the accuracy summary and the rows that flipped.
+  await palette("Machine: Compare Results");
+  await quickInput.locator(".monaco-list-row", { hasText: "baseline.json" }).first().waitFor({ timeout: 20_000 });
+  await page.keyboard.type("baseline.json");
+  await page.keyboard.press("Enter");
+  await quickInput.locator(".monaco-list-row", { hasText: "step-10.json" }).first().waitFor({ timeout: 20_000 });
+  await page.keyboard.type("step-10.json");
+  await page.keyboard.press("Enter");
+  const title = panelFrame.locator("#compare-title");
+  await poll("the comparison in the panel", async () => /baseline → step-10/.test(await title.innerText()), 30_000);
+  const changedRows = panelFrame.locator("#compare-table tbody tr");
+  const nRows = await changedRows.count();
+  const summaryText = (await panelFrame.locator("#compare-summary").innerText()).replace(/\s+/g, " ");
+  const fixed = await panelFrame.locator("#compare-table tbody tr.fixed").count();
+  const broken = await panelFrame.locator("#compare-table tbody tr.broken").count();
+  check("Compare Results… drew the accuracy table with the changed rows", nRows === 4 && fixed === 3 && broken === 1 && /accuracy baseline 50\.0%/.test(summaryText) && /accuracy step-10 83\.3%/.test(summaryText), `${nRows} rows (${fixed} fixed, ${broken} broken); ${summaryText.slice(0, 120)}`);
+  await panelFrame.locator("#compare-section").scrollIntoViewIfNeeded();
+  await shot("08-compare");
+
+  // 7b. Baseline Eval: the server asks first (a long run); answering Run starts the job; the panel lists the eval.
+  await palette("Machine: Baseline Eval");
+  const ask = toast(/run Baseline evaluation/);
+  await ask.waitFor({ timeout: 30_000 });
+  check("Baseline Eval asks before running", /eval\.jsonl/.test(await ask.innerText()), (await ask.innerText()).replace(/\s+/g, " ").slice(0, 140));
+  await shot("08b-confirm");
+  await ask.locator(".monaco-button", { hasText: /^Run$/ }).first().click();
+  const evalDone = toast(/baseline: \d+\/3 correct/);
+  await evalDone.waitFor({ timeout: 150_000 });
+  const result = JSON.parse(fs.readFileSync(path.join(ws, "eval_results", "baseline.json"), "utf8"));
+  const evalRow = panelFrame.locator("#evals tr", { hasText: "baseline" }).first();
+  await evalRow.waitFor({ timeout: 20_000 });
+  check("the baseline eval ran on the eval set and the panel lists it", result.n === 3 && result.checkpoint === null && /eval-baseline/.test(await evalRow.innerText()), `${(await evalDone.innerText()).replace(/\s+/g, " ").slice(-70)} | panel: ${(await evalRow.innerText()).replace(/\s+/g, " ")}`);
+
+  // 8. The server crashes: the extension restarts it (with backoff) and tagging works again.
+  const serverPids = () =>
+    descendants(process.pid)
+      .map((p) => p.pid)
+      .filter((pid) => {
+        try {
+          return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("machine_lsp.lsp.server");
+        } catch {
+          return false;
+        }
+      });
+  const [oldPid] = serverPids();
+  check("one language server process runs", oldPid !== undefined && serverPids().length === 1, `pid ${oldPid}`);
+  process.kill(oldPid, "SIGKILL");
+  const newPid = await poll("a restarted language server", () => serverPids().find((p) => p !== oldPid), 30_000);
+  await page.locator(".tabs-container .tab", { hasText: "chats.jsonl" }).first().click();
+  await gotoLine(4);
+  await palette("Machine: Tag as Good");
+  await poll("the store to hold 5 rows", () => storeRecords(ws).length === 5, 30_000);
+  check("after a crash the server was restarted and tagging works", storeRecords(ws)[4].source?.line === 4, `old pid ${oldPid}, new pid ${newPid}`);
+
+  // 9. An interpreter without machine-lsp: an actionable notification naming it and the pip command.
+  // Through the Settings editor, as a user would.
+  await palette("Preferences: Open User Settings");
+  const settingsEditor = page.locator(".settings-editor");
+  await settingsEditor.waitFor({ timeout: 20_000 });
+  await page.keyboard.type("machine.python", { delay: 10 });
+  const pythonInput = settingsEditor.locator(".setting-item-contents", { hasText: "Python interpreter that has" }).locator("input").first();
+  await pythonInput.waitFor({ timeout: 20_000 });
+  await pythonInput.fill(BARE_PYTHON);
+  await pythonInput.press("Tab");
+  const missing = toast(/machine-lsp is not installed in/);
+  await missing.waitFor({ timeout: 60_000 });
+  const missingText = (await missing.innerText()).replace(/\s+/g, " ");
+  check("a Python without machine-lsp gives an actionable notification", missingText.includes(`machine-lsp is not installed in ${BARE_PYTHON}`) && missingText.includes(`${BARE_PYTHON} -m pip install machine-lsp`) && /Set Interpreter/.test(missingText), missingText.slice(0, 160));
+  await shot("09-not-installed");
+
+  log(`all ${results.length} checks passed`);
+}
+
+let failed = false;
+try {
+  await main();
+} catch (err) {
+  failed = true;
+  console.error(`[e2e] FAILED: ${err instanceof Error ? err.stack : String(err)}`);
+  try {
+    const pages = browser?.contexts().flatMap((c) => c.pages()) ?? [];
+    if (pages[0]) await pages[0].screenshot({ path: path.join(ARTIFACTS, "failure.png") });
+  } catch {
+    // no page
+  }
+  try {
+    const logs = path.join(tmp, "user-data", "logs");
+    if (fs.existsSync(logs)) fs.cpSync(logs, path.join(ARTIFACTS, "vscode-logs"), { recursive: true });
+  } catch {
+    // best effort
+  }
+} finally {
+  clearTimeout(overall);
+  const wall = (Date.now() - t0) / 1000;
+  await cleanup();
+  const summary = { ok: !failed, checks: results, wall_s: Number(wall.toFixed(1)), peak_rss_mib: Math.round(peakRssKb / 1024), processes_needing_sigkill: leftover.length };
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  fs.writeFileSync(path.join(ARTIFACTS, "summary.json"), JSON.stringify(summary, null, 2));
+  if (!failed && process.env.MACHINE_E2E_SCREENSHOTS) {
+    fs.mkdirSync(process.env.MACHINE_E2E_SCREENSHOTS, { recursive: true });
+    for (const f of fs.readdirSync(ARTIFACTS)) if (f.endsWith(".png")) fs.copyFileSync(path.join(ARTIFACTS, f), path.join(process.env.MACHINE_E2E_SCREENSHOTS, f));
+  }
+  console.log(`[e2e] ${failed ? "FAILED" : "OK"}: ${results.filter((r) => r.ok).length} checks passed in ${wall.toFixed(1)} s, peak RSS of code-server + chromium + server + jobs ${summary.peak_rss_mib} MiB, processes that needed SIGKILL ${leftover.length}`);
+  process.exit(failed ? 1 : 0);
+}
