@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -167,12 +168,21 @@ class _LooseRow(msgspec.Struct, gc=False):
     id: str | None = None
 
 
+class _PlainText(msgspec.Struct, tag="text", tag_field="type", gc=False):
+    text: _NonEmpty
+
+
+class _PlainThinking(msgspec.Struct, tag="thinking", tag_field="type", gc=False):
+    thinking: _NonEmpty
+
+
 class _PlainMessage(msgspec.Struct, gc=False, forbid_unknown_fields=True):
-    """The common message: string content, no tools. A row of these needs no check beyond its last role, so the
-    file loop tries it first; anything else (parts, tool calls, unknown keys) takes the full fast path."""
+    """The common message: no tools, string content or parts that all have text. A row of these needs no check
+    beyond its last role, so the file loop tries it first; anything else (tool calls, a part with empty text,
+    unknown keys) takes the full fast path."""
 
     role: Literal["system", "user", "assistant"]
-    content: _NonEmpty
+    content: _NonEmpty | Annotated[list[_PlainText | _PlainThinking], msgspec.Meta(min_length=1)]
     name: str | None = None
 
 
@@ -243,18 +253,17 @@ def _fast_prompt_key(messages: list[_Message] | list[_LooseMessage] | list[_Plai
             content = message.content
             if type(content) is str:
                 return content.strip()
-            return "".join(part.text for part in content if type(part) is _Text).strip()
+            return "".join(part.text for part in content if type(part) in _TEXT_PARTS).strip()
     return None
 
 
+_TEXT_PARTS = (_Text, _PlainText)
 _CLEAN: tuple[Finding, ...] = ()
 
 
 def _loose_tool_row(text: str | bytes) -> _LooseRow | None:
     """Rows with tool calls often carry `"content": ""` on the calling assistant message: decode them leniently
     and allow empty content exactly there."""
-    if ('"tool_calls"' if type(text) is str else b'"tool_calls"') not in text:
-        return None
     try:
         row = _loose_row_decoder.decode(text)
     except (msgspec.DecodeError, RecursionError):
@@ -290,13 +299,17 @@ def _fast_check(text: str | bytes, kind: Kind, want_prompt: bool = True) -> Line
     `text` may be the line's UTF-8 bytes (msgspec validates the encoding); then `width` is a byte count, which
     the file pass never uses (it measures lines with _Pass.width_of).
     """
-    try:
-        row: _Row | _LooseRow = _row_decoder.decode(text)
-    except (msgspec.DecodeError, RecursionError):
-        loose = _loose_tool_row(text)
-        if loose is None:
-            return None
-        row = loose
+    row: _Row | _LooseRow | None
+    if ('"tool_calls"' if type(text) is str else b'"tool_calls"') in text:
+        # The lenient decode accepts every row the strict one does (and checks the rest), so it alone decides.
+        row = _loose_tool_row(text)
+    else:
+        try:
+            row = _row_decoder.decode(text)
+        except (msgspec.DecodeError, RecursionError):
+            row = None
+    if row is None:
+        return None
     messages = row.messages
     if kind == "eval" or (kind == "auto" and row.expected is not None):
         if row.expected is None or messages[-1].role != "user":
@@ -1041,58 +1054,98 @@ def _fast_eval_ok(row: _Row | _PlainRow) -> bool:
     )
 
 
+# Lines per batch of the file loop: large enough that per-batch costs vanish, small enough that the decoded rows of
+# one batch stay in cache and their memory is reused by the next (decoding a whole file at once is ~2x slower).
+_BATCH = 200
+_PROGRESS_EVERY = 5000  # a multiple of _BATCH
+_messages_of = operator.attrgetter("messages")
+_expected_of = operator.attrgetter("expected")
+_PLACEHOLDER = _PlainRow([_PlainMessage("assistant", "-")])  # stands for a line the batch decode rejected
+
+
 def _check_lines(
     run: _Pass,
     kind: Kind,
     progress: Callable[[int, int], None] | None,
     want_prompts: bool,
 ) -> None:
-    """Check every line of `run`. Plain rows (string contents, no tools: most rows) are accepted inline with one
-    typed decode and a last-role check, because this loop is the hot spot of a full validation (see
-    bench/validate.py); any other line goes through check_line's parts. tests/core/test_validate_fuzz.py checks
-    that both give the same findings."""
+    """Check every line of `run`, a batch at a time (see _check_batch)."""
     lines = run.lines
     total = len(lines)
-    decode = _plain_row_decoder.decode
-    eval_ok = _fast_eval_ok
-    prompt_key = _fast_prompt_key
-    prompts = run.prompts
-    train = kind == "train"
-    force_eval = kind == "eval"
-    clean = clean_eval = messages_total = 0
-    every = 5000 if progress is not None else max(total, 1)
-    for start in range(0, total, every):
-        chunk = lines if every >= total else lines[start : start + every]
-        for index, line in enumerate(chunk, start):
-            try:
-                row = decode(line)
-            except (msgspec.DecodeError, RecursionError):
-                row = None
-            if row is not None:
-                messages = row.messages
-                if train or (row.expected is None and not force_eval):
-                    ok = messages[-1].role == "assistant"
-                elif eval_ok(row):
-                    ok = True
-                    clean_eval += 1
-                else:
-                    ok = False
-                if ok:
-                    clean += 1
-                    messages_total += len(messages)
-                    if want_prompts:
-                        key = prompt_key(messages)
-                        if key:
-                            prompts.append((index, key))
-                    continue
-            _record(run, index, _check_other_line(run, line, index + 1, kind, want_prompts), want_prompts)
-        if progress is not None:
-            progress(min(start + every, total), total)
-    run.train_rows += clean - clean_eval
-    run.eval_rows += clean_eval
-    run.messages += messages_total
+    for start in range(0, total, _BATCH):
+        _check_batch(
+            run, lines if total <= _BATCH else lines[start : start + _BATCH], start, kind, want_prompts
+        )
+        done = min(start + _BATCH, total)
+        if progress is not None and (done % _PROGRESS_EVERY == 0 or done == total):
+            progress(done, total)
     if progress is not None and total == 0:
         progress(0, 0)
+
+
+def _check_batch(
+    run: _Pass, lines: Sequence[str] | Sequence[bytes], start: int, kind: Kind, want_prompts: bool
+) -> None:
+    """Plain rows (no tools, contents that are non-empty strings or parts with text: most rows) are accepted with
+    one typed decode and a last-role check, because this loop is the hot spot of a full validation (see
+    bench/validate.py). The decodes run from C, with no Python code per line: `map` decodes every line of the
+    batch, and when a line fails to decode `list.extend` keeps the rows before it (CPython appends as it goes), so
+    the failing line's index is the length of the list; the loop resumes after it. The `expected` values and last
+    roles are then checked for the whole batch at once. Any line not accepted goes through check_line's parts; tests/core/test_validate_fuzz.py
+    checks that both give the same findings."""
+    rows: list[_PlainRow] = []
+    failed: list[int] = []
+    decoded = map(_plain_row_decoder.decode, lines)
+    while True:
+        try:
+            rows.extend(decoded)
+            break
+        except (msgspec.DecodeError, RecursionError):
+            failed.append(len(rows))
+            rows.append(_PLACEHOLDER)
+    count = len(rows)
+    messages = list(map(_messages_of, rows))
+    if kind == "train" or (kind == "auto" and not any(map(_expected_of, rows))):
+        # Training rows only (`expected` is a non-empty string or None; placeholders have None): each must end
+        # with an assistant message.
+        lasts = [row_messages[-1].role for row_messages in messages]
+        if lasts.count("assistant") == count:
+            other = failed  # the placeholder ends with an assistant message
+        else:
+            other = sorted(failed + [index for index, role in enumerate(lasts) if role != "assistant"])
+        clean_eval = 0
+    else:
+        other = []
+        clean_eval = 0
+        force_eval = kind == "eval"
+        for index, row in enumerate(rows):
+            if row is _PLACEHOLDER:
+                other.append(index)
+            elif force_eval or row.expected is not None:
+                if _fast_eval_ok(row):
+                    clean_eval += 1
+                else:
+                    other.append(index)
+            elif messages[index][-1].role != "assistant":
+                other.append(index)
+    clean = count - len(other)
+    run.train_rows += clean - clean_eval
+    run.eval_rows += clean_eval
+    run.messages += sum(map(len, messages)) - sum(len(messages[index]) for index in other)
+    if want_prompts:
+        skip = set(other)
+        prompts = run.prompts
+        for index, row_messages in enumerate(messages):
+            if index not in skip:
+                key = _fast_prompt_key(row_messages)
+                if key:
+                    prompts.append((start + index, key))
+    for index in other:
+        line = lines[index]
+        line_index = start + index
+        _record(
+            run, line_index, _check_other_line(run, line, line_index + 1, kind, want_prompts), want_prompts
+        )
 
 
 def _record(run: _Pass, index: int, result: LineResult, want_prompts: bool) -> None:

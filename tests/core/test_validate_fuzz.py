@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -156,3 +157,63 @@ def test_arbitrary_bytes_never_raise(data: bytes) -> None:
         return
     text = data.decode("utf-8", "surrogateescape")
     assert_inside(text, report)
+
+
+MATCHES_FUZZ = ["exact", "contains", "regex"]
+PLAIN_CONTENT = st.one_of(
+    st.text(min_size=1, max_size=6),
+    st.lists(GOOD_PART, min_size=1, max_size=2),
+)
+PLAIN_ROW = st.builds(
+    lambda first, last, extra: {"messages": [first, last], **extra},
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "user"]), "content": PLAIN_CONTENT}),
+    st.fixed_dictionaries({"role": st.sampled_from(["assistant", "user"]), "content": PLAIN_CONTENT}),
+    st.fixed_dictionaries(
+        {}, optional={"expected": st.sampled_from(["4", "(", "a+"]), "match": st.sampled_from(MATCHES_FUZZ)}
+    ),
+)
+LINE = st.one_of(
+    PLAIN_ROW.map(json.dumps),
+    PLAIN_ROW.map(lambda row: json.dumps(row, ensure_ascii=False)),
+    NEAR_ROW.map(json.dumps),
+    ROW.map(json.dumps),
+    st.sampled_from(["", "  ", "null", "[]", "{,", '{"messages": [{"role": "user", "content": "q?"}]},']),
+)
+
+
+def _key(finding: v.Finding) -> bytes:
+    return msgspec.json.encode(finding)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(LINE, max_size=14),
+    KINDS,
+    st.sampled_from([1, 2, 3, 7, 200]),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+    st.booleans(),
+)
+def test_batched_file_pass_equals_per_line_path(
+    lines: list[str], kind: v.Kind, batch: int, eol: str, leak: bool
+) -> None:
+    # The file pass decodes lines a batch at a time and sends only the lines it rejects to the per-line path:
+    # findings (fixes included), row counts and leakage must be exactly those of check_line line by line.
+    lines = lines + lines[:1]  # a duplicate, when there is a row
+    text = "".join(line + eol for line in lines)
+    results = [v.check_line(line, index + 1, kind) for index, line in enumerate(lines)]
+    other = {"q?", "ok"} if leak else None
+    expected = [f for r in results for f in r.findings] + v.dataset_findings(results, other)
+    batch_before = v._BATCH
+    v._BATCH = batch
+    try:
+        reports = [
+            v.validate_text(text, kind, other_prompts=other),
+            v.validate_bytes(text.encode(), kind, other_prompts=other),
+        ]
+    finally:
+        v._BATCH = batch_before
+    for report in reports:
+        assert sorted(map(_key, report.findings)) == sorted(map(_key, expected))
+        assert report.stats["train_rows"] == sum(r.row_kind == "train" for r in results)
+        assert report.stats["eval_rows"] == sum(r.row_kind == "eval" for r in results)
+        assert report.stats["messages"] == sum(r.messages for r in results)
