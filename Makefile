@@ -52,6 +52,7 @@ format: setup
 	$(VENV)/bin/ruff check --fix machine_lsp tests bench examples
 
 bench: setup
+	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,bench]'
 	$(PY) bench/validate.py
 	$(PY) bench/lsp_latency.py
 	$(PY) bench/eval_batched.py

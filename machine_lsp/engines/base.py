@@ -1,0 +1,206 @@
+"""The engine interface: one small training/sampling API, two implementations (local, tinker).
+
+Both engines train on the same `tinker.Datum` objects, built by `machine_lsp.engines.render` with the
+tinker-cookbook renderer of the model, so a row means the same tokens and loss weights everywhere.
+
+This module is light on purpose: it imports only msgspec and the standard library, so the core, the CLI and the
+job event code can import it without pulling in torch, transformers, tinker or peft. `get_engine` imports the
+chosen engine module lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import tinker
+
+    from machine_lsp.core.schema import Message
+
+EngineName = Literal["local", "tinker"]
+ENGINE_NAMES: tuple[str, ...] = ("local", "tinker")
+
+LOCAL_SCHEME = "local://"
+TINKER_SCHEME = "tinker://"
+CHECKPOINTS_DIR = "checkpoints"
+CHECKPOINT_MANIFEST = "manifest.json"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class EngineError(Exception):
+    """A precise, user-facing engine failure (bad setting, missing model or tokenizer, bad checkpoint)."""
+
+
+class LoraSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """LoRA and optimizer settings shared by both engines.
+
+    `target_modules` is peft's "all-linear" (every linear layer but the output head) or a list of module names
+    such as `["q_proj", "v_proj"]`; the Tinker engine only uses `rank` (Tinker trains all layers).
+    """
+
+    rank: int = 16
+    alpha: int = 32
+    target_modules: str | list[str] = "all-linear"
+    learning_rate: float = 5e-4
+    dropout: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.rank < 1:
+            raise EngineError(f"LoRA rank must be a positive integer, got {self.rank}")
+        if self.alpha <= 0:
+            raise EngineError(f"LoRA alpha must be positive, got {self.alpha}")
+        if not self.learning_rate > 0:
+            raise EngineError(f"learning rate must be positive, got {self.learning_rate}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise EngineError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise EngineError("LoRA target_modules is an empty list; use 'all-linear' or name the modules")
+
+
+class StepStats(msgspec.Struct, kw_only=True):
+    """What one forward_backward reports.
+
+    loss: weighted mean negative log-likelihood, sum(w * nll) / sum(w) over the batch.
+    tokens: tokens fed to the model (sum of datum lengths, padding excluded).
+    trained_tokens: target tokens with a non-zero loss weight.
+    padded_tokens: tokens actually computed including padding (local engine; 0 when unknown).
+    seconds: wall time of the call.
+    """
+
+    loss: float
+    tokens: int
+    trained_tokens: int = 0
+    padded_tokens: int = 0
+    seconds: float = 0.0
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    def sample(self, prompts: Sequence[Sequence[Message]], max_tokens: int) -> list[str]:
+        """Batched greedy completion of each prompt (a conversation ending before the assistant's turn)."""
+        ...
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats: ...
+
+    def optim_step(self, learning_rate: float) -> None: ...
+
+    def save(self, name: str) -> str:
+        """Save the current weights; returns the address (`local://<run-id>/<name>` or `tinker://...`)."""
+        ...
+
+    def sampler(self) -> Sampler: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: str
+
+    def renderer_name(self, model: str) -> str: ...
+
+    def tokenizer(self, model: str) -> Any: ...
+
+    def create_trainer(
+        self, model: str, lora: LoraSettings, run_dir: Path, *, resume_from: str | None = None
+    ) -> Trainer:
+        """A trainer writing checkpoints under `run_dir`; `resume_from` is a checkpoint address to continue."""
+        ...
+
+    def sampler_for(self, model: str, checkpoint: str | None) -> Sampler:
+        """A sampler for the base model (`checkpoint=None`) or for a saved checkpoint address."""
+        ...
+
+
+def get_engine(name: str, **options: Any) -> Engine:
+    """The engine called `name` ("local" or "tinker"), imported lazily.
+
+    Options go to the engine's constructor (e.g. `threads=1` for local).
+    """
+    if name == "local":
+        module = importlib.import_module("machine_lsp.engines.local")
+        return module.LocalEngine(**options)
+    if name == "tinker":
+        module = importlib.import_module("machine_lsp.engines.tinker_engine")
+        return module.TinkerEngine(**options)
+    raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checkpoint names and local:// addresses (pure path logic, shared by the local engine and the job runner)
+
+
+def check_name(name: str, what: str = "checkpoint name") -> str:
+    """A run id or checkpoint name must be one safe path component."""
+    if not isinstance(name, str) or not _NAME_RE.match(name) or name in {".", ".."}:
+        raise EngineError(
+            f"invalid {what} {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def local_address(run_id: str, name: str) -> str:
+    return f"{LOCAL_SCHEME}{check_name(run_id, 'run id')}/{check_name(name)}"
+
+
+def parse_local_address(address: str) -> tuple[str, str]:
+    """`local://<run-id>/<name>` -> (run_id, name)."""
+    if not address.startswith(LOCAL_SCHEME):
+        raise EngineError(f"not a local checkpoint address: {address!r} (expected local://<run-id>/<name>)")
+    rest = address[len(LOCAL_SCHEME) :]
+    parts = rest.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise EngineError(f"malformed local checkpoint address {address!r}: expected local://<run-id>/<name>")
+    return check_name(parts[0], "run id"), check_name(parts[1])
+
+
+def checkpoint_dir(run_dir: Path, name: str) -> Path:
+    return run_dir / CHECKPOINTS_DIR / check_name(name)
+
+
+def resolve_local_checkpoint(address: str, store_root: Path | None = None) -> Path:
+    """The directory of a local checkpoint.
+
+    `address` is `local://<run-id>/<name>` (resolved under `<store_root>/runs/`; `store_root` is the `.machine`
+    directory and defaults to the one `machine_lsp.core.store.find_machine_dir` finds from the current directory)
+    or a filesystem path to a checkpoint directory. Raises EngineError naming what is missing.
+    """
+    if address.startswith(LOCAL_SCHEME):
+        run_id, name = parse_local_address(address)
+        if store_root is None:
+            from machine_lsp.core.store import find_machine_dir
+
+            store_root = find_machine_dir()
+        run_dir = store_root / "runs" / run_id
+        if not run_dir.is_dir():
+            raise EngineError(f"checkpoint {address}: no run {run_id!r} under {store_root / 'runs'}")
+        path = run_dir / CHECKPOINTS_DIR / name
+        if not path.is_dir():
+            have = sorted(p.name for p in (run_dir / CHECKPOINTS_DIR).glob("[!.]*") if p.is_dir())
+            listing = ", ".join(have) if have else "none"
+            raise EngineError(
+                f"checkpoint {address}: run {run_id} has no checkpoint {name!r} (it has: {listing})"
+            )
+    elif address.startswith(TINKER_SCHEME):
+        raise EngineError(f"{address} is a Tinker checkpoint; use --engine tinker to sample from it")
+    elif "://" in address:
+        raise EngineError(
+            f"unknown checkpoint address scheme in {address!r}: expected local://<run-id>/<name>"
+        )
+    else:
+        path = Path(address).expanduser()
+        if not path.is_dir():
+            raise EngineError(f"checkpoint {address!r} is neither a local:// address nor a directory")
+    if not (path / CHECKPOINT_MANIFEST).is_file():
+        raise EngineError(
+            f"checkpoint directory {path} has no {CHECKPOINT_MANIFEST} (incomplete or not a checkpoint)"
+        )
+    return path

@@ -1,0 +1,228 @@
+"""Rows -> `tinker.Datum`, the one rendering path for both engines.
+
+tinker-cookbook's renderers are the authority on chat token formats: a conversation becomes tokens and per-token
+loss weights through `renderer.build_supervised_example` (via `supervised.data.conversation_to_datum`), exactly
+what the Tinker service would be sent. SmolLM2 (ChatML) uses the `qwen3_instruct` renderer: no system prompt is
+injected, and loss falls only on the assistant text and its `<|im_end|>` (the newline after it belongs to the
+next message's header).
+
+Weights: `conversation_to_datum`'s default `reduction="mean"` (each datum's weights sum to 1, the cookbook's SFT
+default); `reduction="none"` keeps 0/1 weights. The local engine's loss is sum(w * nll) / sum(w) over a batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from machine_lsp.core.schema import Message, to_cookbook_messages
+from machine_lsp.engines import smollm2
+from machine_lsp.engines.base import EngineError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import tinker
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+Reduction = Literal["mean", "none"]
+TRAIN_ON_CHOICES: tuple[str, ...] = (
+    "last_assistant_message",
+    "last_assistant_turn",
+    "all_assistant_messages",
+    "all_messages",
+    "all_tokens",
+    "all_user_and_system_messages",
+    "customized",
+)
+DEFAULT_TRAIN_ON = "all_assistant_messages"
+
+
+class TokenCounts(msgspec.Struct, frozen=True):
+    tokens: int  # model input length (the datum's input tokens)
+    trained: int  # target tokens with non-zero weight
+
+
+def is_local_model_dir(model: str) -> bool:
+    path = Path(model).expanduser()
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def renderer_name_for(model: str, tokenizer: Any | None = None) -> str:
+    """The cookbook renderer for `model`.
+
+    SmolLM2 -> `qwen3_instruct`. A local HF directory: its config's original name if the cookbook knows it, else
+    inferred from the tokenizer's special tokens (ChatML -> `qwen3_instruct`, Llama 3 headers -> `llama3`, else
+    `role_colon`). Any other name: `tinker_cookbook.model_info.get_recommended_renderer_name`.
+    """
+    from tinker_cookbook import model_info
+
+    if smollm2.is_smollm2(model):
+        return smollm2.RENDERER_NAME
+    if is_local_model_dir(model):
+        directory = Path(model).expanduser()
+        if (directory / smollm2.MARKER_FILE).is_file():
+            return smollm2.RENDERER_NAME
+        tok = tokenizer if tokenizer is not None else _local_tokenizer(str(directory))
+        vocab = tok.get_vocab()
+        if "<|im_start|>" in vocab and "<|im_end|>" in vocab:
+            return "qwen3_instruct"
+        if "<|start_header_id|>" in vocab and "<|eot_id|>" in vocab:
+            return "llama3"
+        return "role_colon"
+    try:
+        return model_info.get_recommended_renderer_name(model)
+    except Exception as exc:  # cookbook raises ConfigurationError / KeyError for unknown models
+        raise EngineError(
+            f"no known chat renderer for model {model!r} ({exc}); pass the renderer explicitly "
+            f"(e.g. qwen3_instruct for ChatML models, llama3, role_colon)"
+        ) from None
+
+
+@functools.cache
+def _local_tokenizer(directory: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(directory)
+    except Exception as exc:
+        raise EngineError(f"cannot load a tokenizer from the model directory {directory}: {exc}") from exc
+
+
+def load_tokenizer(model: str) -> Any:
+    """The tokenizer for `model`, offline: SmolLM2 from its GGUF/cache, a local HF directory, a registered name,
+    or a name already in the Hugging Face cache."""
+    from tinker_cookbook import tokenizer_utils
+
+    if smollm2.is_smollm2(model):
+        smollm2.register()
+        return tokenizer_utils.get_tokenizer(smollm2.MODEL_NAME)
+    if is_local_model_dir(model):
+        return _local_tokenizer(str(Path(model).expanduser()))
+    try:
+        return tokenizer_utils.get_tokenizer(model)
+    except Exception as exc:
+        reason = " ".join(str(exc).split())
+        raise EngineError(
+            f"the tokenizer for {model!r} is not available offline ({type(exc).__name__}: {reason}). "
+            f"Make it available by passing a local Hugging Face model directory as the model, by putting it in "
+            f"the Hugging Face cache (HF_HOME) from a machine with network access, or by setting HF_HUB_OFFLINE=0 "
+            f"to let transformers download it; the embedded model {smollm2.MODEL_NAME} needs none of these."
+        ) from None
+
+
+def load_tokenizer_and_renderer(model: str, renderer: str | None = None) -> tuple[Any, Any]:
+    """(tokenizer, cookbook renderer) for `model`; `renderer` overrides the recommended renderer name."""
+    from tinker_cookbook import renderers
+
+    tok = load_tokenizer(model)
+    name = renderer or renderer_name_for(model, tok)
+    try:
+        return tok, renderers.get_renderer(name, tok)
+    except Exception as exc:
+        raise EngineError(f"renderer {name!r} does not work with the tokenizer of {model!r}: {exc}") from exc
+
+
+def train_on_what(value: str | Any) -> Any:
+    """A cookbook `TrainOnWhat` from its value (e.g. "all_assistant_messages"); precise error otherwise."""
+    from tinker_cookbook.renderers import TrainOnWhat
+
+    if isinstance(value, TrainOnWhat):
+        return value
+    try:
+        return TrainOnWhat(str(value))
+    except ValueError:
+        raise EngineError(
+            f"unknown train_on value {value!r}: choose one of {', '.join(TRAIN_ON_CHOICES)}"
+        ) from None
+
+
+def cookbook_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Core messages -> cookbook `renderers.Message` dicts (tool calls as cookbook `ToolCall` objects)."""
+    from tinker_cookbook.renderers import ToolCall
+
+    out = to_cookbook_messages(messages)
+    for item in out:
+        if "tool_calls" in item:
+            item["tool_calls"] = [ToolCall.model_validate(call) for call in item["tool_calls"]]
+    return out
+
+
+def to_datum(
+    messages: Sequence[Message],
+    renderer: Any,
+    *,
+    train_on: str | Any = DEFAULT_TRAIN_ON,
+    max_length: int | None = None,
+    reduction: Reduction = "mean",
+) -> tinker.Datum:
+    """One conversation -> one `tinker.Datum` (cookbook `conversation_to_datum`)."""
+    from tinker_cookbook.supervised.data import conversation_to_datum
+
+    if not messages:
+        raise EngineError("cannot render an empty conversation")
+    what = train_on_what(train_on)
+    datum = conversation_to_datum(
+        cookbook_messages(messages), renderer, max_length=max_length, train_on_what=what, reduction=reduction
+    )
+    if not any(w > 0 for w in datum.loss_fn_inputs["weights"].tolist()):
+        raise EngineError(
+            f"the conversation has no tokens to train on with train_on={what.value!r} "
+            f"(no assistant message, or it was truncated away by max_length={max_length})"
+        )
+    return datum
+
+
+def to_datums(
+    conversations: Iterable[Sequence[Message]],
+    renderer: Any,
+    *,
+    train_on: str | Any = DEFAULT_TRAIN_ON,
+    max_length: int | None = None,
+    reduction: Reduction = "mean",
+) -> list[tinker.Datum]:
+    """Many conversations -> datums; an error names the 1-based index of the bad conversation."""
+    out = []
+    for index, messages in enumerate(conversations, start=1):
+        try:
+            out.append(
+                to_datum(messages, renderer, train_on=train_on, max_length=max_length, reduction=reduction)
+            )
+        except EngineError as exc:
+            raise EngineError(f"conversation {index}: {exc}") from None
+    return out
+
+
+def prompt_tokens(messages: Sequence[Message], renderer: Any) -> list[int]:
+    """The generation prompt for the assistant's next turn (what a sampler is fed)."""
+    return list(renderer.build_generation_prompt(cookbook_messages(messages)).to_ints())
+
+
+def datum_tokens(datum: tinker.Datum) -> tuple[list[int], list[int], list[float]]:
+    """(input tokens, target tokens, weights) of a datum, as plain lists."""
+    inputs = list(datum.model_input.to_ints())
+    targets = [int(t) for t in datum.loss_fn_inputs["target_tokens"].tolist()]
+    weights = [float(w) for w in datum.loss_fn_inputs["weights"].tolist()]
+    if not (len(inputs) == len(targets) == len(weights)):
+        raise EngineError(
+            f"malformed datum: {len(inputs)} input tokens, {len(targets)} targets, {len(weights)} weights"
+        )
+    return inputs, targets, weights
+
+
+def token_counts(datum: tinker.Datum) -> TokenCounts:
+    _, _, weights = datum_tokens(datum)
+    return TokenCounts(tokens=len(weights), trained=sum(1 for w in weights if w > 0))
+
+
+def count_tokens(datums: Iterable[tinker.Datum]) -> TokenCounts:
+    total = trained = 0
+    for datum in datums:
+        counts = token_counts(datum)
+        total += counts.tokens
+        trained += counts.trained
+    return TokenCounts(tokens=total, trained=trained)
