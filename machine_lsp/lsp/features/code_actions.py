@@ -1,0 +1,198 @@
+"""Code actions: tag the row / session entry under the cursor, tag a selection, quick fixes for findings.
+
+Tag actions carry a `machine.tag` command (the store is only touched when the user picks one). Quick fixes are
+sent without edits and resolved lazily (`codeAction/resolve`) when the client supports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from lsprotocol import types
+
+from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.positions import strip_eol, to_client_character
+
+TAG_KIND = "refactor.machine.tag"
+_decoder = msgspec.json.Decoder()
+
+
+def row_info(line_text: str) -> dict[str, Any] | None:
+    """What kind of taggable thing a line is: chat row / Pi assistant entry, and whether it has tool calls."""
+    text = strip_eol(line_text).lstrip("\ufeff")
+    if not text.strip().startswith(("{", "[")):
+        return None
+    try:
+        obj = _decoder.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(obj, dict) and isinstance(obj.get("messages"), list):
+        messages = [m for m in obj["messages"] if isinstance(m, dict)]
+        if not any(m.get("role") == "assistant" for m in messages):
+            return None
+        tools = any(m.get("tool_calls") or m.get("role") == "tool" for m in messages)
+        return {"kind": "chat_jsonl", "tools": tools}
+    if isinstance(obj, dict) and obj.get("type") == "message":
+        message = obj.get("message")
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            return {"kind": "session_log", "tools": False, "stop": message.get("stopReason")}
+    return None
+
+
+class CodeActionsFeature(LanguageFeature):
+    def register(self) -> None:
+        server = self.server
+
+        @server.feature(
+            types.TEXT_DOCUMENT_CODE_ACTION,
+            types.CodeActionOptions(
+                code_action_kinds=[types.CodeActionKind.QuickFix, TAG_KIND], resolve_provider=True
+            ),
+        )
+        def code_actions(params: types.CodeActionParams) -> list[types.CodeAction] | None:
+            return self.actions(params) or None
+
+        @server.feature(types.CODE_ACTION_RESOLVE)
+        def resolve(action: types.CodeAction) -> types.CodeAction:
+            return self.resolve(action)
+
+    # -- actions --------------------------------------------------------------------------------------------
+    def actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        uri = params.text_document.uri
+        doc = self.server.open_document(uri)
+        if doc is None:
+            return []
+        lines = doc.lines
+        rng = params.range
+        only = params.context.only
+        out: list[types.CodeAction] = []
+        if _wanted(only, types.CodeActionKind.QuickFix):
+            out.extend(self._quick_fixes(uri, params.context.diagnostics))
+        if not _wanted(only, TAG_KIND):
+            return out
+        line0 = rng.start.line
+        selection = rng.start != rng.end
+        info = row_info(lines[line0]) if 0 <= line0 < len(lines) else None
+        if info is not None and (not selection or rng.start.line == rng.end.line or rng.end.character == 0):
+            out.extend(
+                self._tag_actions(uri, line0 + 1, info, doc.source if info["kind"] == "session_log" else "")
+            )
+        elif selection:
+            out.extend(self._selection_actions(uri, rng))
+        return out
+
+    def _tag_actions(self, uri: str, line: int, info: dict[str, Any], source: str) -> list[types.CodeAction]:
+        where = "row" if info["kind"] == "chat_jsonl" else "entry"
+
+        def action(title: str, **extra: Any) -> types.CodeAction:
+            args = {"uri": uri, "line": line, "verdict": "good", **extra}
+            return types.CodeAction(
+                title=title,
+                kind=TAG_KIND,
+                command=types.Command(title=title, command="machine.tag", arguments=[args]),
+            )
+
+        actions = [
+            action(f"Tag {where} as good"),
+            action(f"Tag {where} as bad", verdict="bad"),
+            action("Tag as good with note…", ask="note"),
+            action("Tag as good with rewrite…", ask="rewrite"),
+        ]
+        if info["tools"] or (info["kind"] == "session_log" and '"toolCall"' in source):
+            actions.append(action("Tag as good with full trace", trace=True))
+        return actions
+
+    def _selection_actions(self, uri: str, rng: types.Range) -> list[types.CodeAction]:
+        selection = {
+            "start": {"line": rng.start.line, "character": rng.start.character},
+            "end": {"line": rng.end.line, "character": rng.end.character},
+        }
+        out = []
+        for verdict in ("good", "bad"):
+            title = f"Tag selection as {verdict}…"
+            args = {"uri": uri, "range": selection, "verdict": verdict, "ask": "prompt"}
+            out.append(
+                types.CodeAction(
+                    title=title,
+                    kind=TAG_KIND,
+                    command=types.Command(title=title, command="machine.tag", arguments=[args]),
+                )
+            )
+        return out
+
+    # -- quick fixes ----------------------------------------------------------------------------------------
+    def _quick_fixes(self, uri: str, diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
+        out = []
+        eager = not self._client_resolves_edits()
+        results: dict[int, Any] = {}
+        for diagnostic in diagnostics:
+            if diagnostic.source != "machine" or not diagnostic.code:
+                continue
+            line0 = diagnostic.range.start.line
+            if line0 not in results:
+                results[line0] = self.server.diagnostics.line_result(uri, line0)
+            result = results[line0]
+            finding = result and next(
+                (f for f in result.findings if f.code == diagnostic.code and f.fix), None
+            )
+            if finding is None:
+                continue
+            action = types.CodeAction(
+                title=finding.fix.title,
+                kind=types.CodeActionKind.QuickFix,
+                diagnostics=[diagnostic],
+                is_preferred=True,
+                data={"uri": uri, "line": line0, "code": diagnostic.code},
+            )
+            out.append(self.resolve(action) if eager else action)
+        return out
+
+    def _client_resolves_edits(self) -> bool:
+        caps = self.server.client_capabilities
+        support = (
+            caps.text_document
+            and caps.text_document.code_action
+            and caps.text_document.code_action.resolve_support
+        )
+        return bool(support and "edit" in support.properties)
+
+    def resolve(self, action: types.CodeAction) -> types.CodeAction:
+        data = action.data if isinstance(action.data, dict) else {}
+        uri, line0, code = data.get("uri"), data.get("line"), data.get("code")
+        if not isinstance(uri, str) or not isinstance(line0, int):
+            return action
+        result = self.server.diagnostics.line_result(uri, line0)
+        doc = self.server.open_document(uri)
+        if result is None or doc is None:
+            return action
+        finding = next((f for f in result.findings if f.code == code and f.fix is not None), None)
+        if finding is None:
+            return action
+        lines = doc.lines
+        codec = doc.position_codec
+        edits = []
+        for edit in finding.fix.edits:
+            # check_line numbered this line line0 + 1; edits use 1-based lines and code-point columns.
+            start = _position(codec, lines, edit.line - 1, edit.column - 1)
+            end = _position(codec, lines, edit.end_line - 1, edit.end_column - 1)
+            edits.append(types.TextEdit(range=types.Range(start=start, end=end), new_text=edit.new_text))
+        action.edit = types.WorkspaceEdit(
+            document_changes=[
+                types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=doc.version),
+                    edits=edits,
+                )
+            ]
+        )
+        return action
+
+
+def _position(codec, lines, line0: int, col0: int) -> types.Position:
+    if line0 >= len(lines):
+        return types.Position(line=len(lines), character=0)
+    return types.Position(line=line0, character=to_client_character(codec, lines[line0], col0))
+
+
+def _wanted(only: list[str] | None, kind: str) -> bool:
+    return not only or any(kind == k or kind.startswith(k + ".") for k in only)

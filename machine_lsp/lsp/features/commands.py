@@ -1,0 +1,453 @@
+"""workspace/executeCommand: the CLI's verbs as `machine.<verb>` commands.
+
+Every command takes one JSON object argument (or none). Tagging and store queries run in-process (they are quick
+and pure); training, evaluation and validation run as jobs (see jobs.py). Paid or long runs ask first with
+`window/showMessageRequest` unless the argument object says `"yes": true`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.uris import to_fs_path
+
+from machine_lsp import __version__
+from machine_lsp.lsp.features import WORK_DONE_TOKEN, LanguageFeature
+from machine_lsp.lsp.features.diagnostics import is_session_log
+from machine_lsp.lsp.features.jobs import JobUnavailable
+from machine_lsp.lsp.positions import to_codepoint_index
+
+#: command id -> (job verb, progress title, ask before running)
+JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "machine.train.smoke": ("train-smoke", "Training smoke test", False),
+    "machine.train.run": ("train-run", "Training run", True),
+    "machine.eval.baseline": ("eval-baseline", "Baseline evaluation", True),
+    "machine.eval.checkpoint": ("eval-checkpoint", "Checkpoint evaluation", True),
+    "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),
+}
+CONTROL_KEYS = {"yes", "wait"}
+CONTEXT_LINES = 20
+CONTEXT_CHARS = 4000
+
+
+class CommandError(JsonRpcException):
+    """A command that cannot run with these arguments or in this state (reply code: InvalidParams)."""
+
+    CODE = JsonRpcInvalidParams.CODE
+
+
+def _arguments(args: tuple[Any, ...]) -> dict[str, Any]:
+    if not args:
+        return {}
+    if len(args) == 1 and isinstance(args[0], dict):
+        return dict(args[0])
+    raise CommandError(message="expected a single JSON object argument")
+
+
+class CommandsFeature(LanguageFeature):
+    def register(self) -> None:
+        table: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {
+            "machine.tag": self.tag,
+            "machine.tagged": self.tagged,
+            "machine.data": self.data,
+            "machine.validate": self.validate,
+            "machine.train.sft": self.train_sft,
+            "machine.eval.init": self.eval_init,
+            "machine.eval.compare": self.eval_compare,
+            "machine.jobs.list": self.jobs_list,
+            "machine.jobs.cancel": self.jobs_cancel,
+            "machine.server.info": self.info,
+        }
+        for command_id, (verb, title, ask) in JOB_COMMANDS.items():
+            table[command_id] = self._job_command(verb, title, ask)
+        for command_id, method in table.items():
+            self.server.command(command_id)(_entry(method))
+
+    # -- tagging ----------------------------------------------------------------------------------------------
+    async def tag(self, args: dict[str, Any]) -> dict[str, Any]:
+        from machine_lsp.core import tagging
+        from machine_lsp.core.store import Store, StoreError
+        from machine_lsp.core.transcripts import TranscriptError
+
+        uri = _require_str(args, "uri")
+        verdict = args.get("verdict", "good")
+        if verdict not in ("good", "bad"):
+            raise CommandError(message=f"verdict must be 'good' or 'bad', not {verdict!r}")
+        note = _optional_str(args, "note") or ""
+        rewrite = _optional_str(args, "rewrite")
+        trace = bool(args.get("trace", False))
+        ask = args.get("ask")
+        if ask == "note" and not note:
+            raise CommandError(
+                message="this action needs a note: pass {'note': '...'} (the editor asks for it)"
+            )
+        if ask == "rewrite" and not rewrite:
+            raise CommandError(message="this action needs the rewritten answer: pass {'rewrite': '...'}")
+        lines = self._lines(uri)
+        try:
+            if "range" in args:
+                turn = self._selection_turn(uri, lines, args)
+            else:
+                line = args.get("line")
+                if line is not None and (not isinstance(line, int) or isinstance(line, bool) or line < 1):
+                    raise CommandError(message="line must be a 1-based line number")
+                turn = self._turn(uri, lines, line, trace)
+            store = Store.open(self.server.project_start(uri))
+            result = tagging.tag(store, turn, verdict, note=note, rewrite=rewrite, trace=trace)
+        except TranscriptError as exc:
+            raise CommandError(message=str(exc)) from None
+        except (tagging.TagRefused, StoreError) as exc:
+            raise CommandError(message=str(exc)) from None
+        record = result.record
+        where = f"{Path(to_fs_path(uri) or uri).name}:{turn.end_line}"
+        if result.duplicate_of:
+            message = f"Already tagged {verdict} ({where}, record {result.duplicate_of}); not added again"
+            kind = types.MessageType.Warning
+        else:
+            counts = store.counts()
+            message = f"Tagged {verdict}: {where} · store {counts.good} good / {counts.bad} bad"
+            kind = types.MessageType.Info
+        self.server.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        return {
+            "id": record.id,
+            "verdict": record.verdict,
+            "duplicate_of": result.duplicate_of,
+            "message": message,
+            "store": str(store.tagged_path),
+        }
+
+    def _lines(self, uri: str) -> list[str]:
+        """The document's lines: the editor's buffer when open, else the file on disk."""
+        docs = self.server.workspace.text_documents
+        if uri in docs:
+            return docs[uri].lines
+        path = to_fs_path(uri)
+        if not path or not os.path.isfile(path):
+            raise CommandError(message=f"{uri}: no such file")
+        try:
+            return Path(path).read_text(encoding="utf-8").splitlines(True)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(message=f"{uri}: cannot read as UTF-8 text ({exc})") from None
+
+    def _turn(self, uri: str, lines: list[str], line: int | None, trace: bool):
+        from machine_lsp.core.transcripts import load_turns, turn_at
+
+        first = next((x for x in lines if x.strip()), "")
+        if line is not None and not is_session_log(first):
+            # A chat row is one line: parse only that line (blank lines keep its line number).
+            if line > len(lines):
+                raise CommandError(message=f"line {line} is past the end of the file ({len(lines)} lines)")
+            return turn_at(load_turns("\n" * (line - 1) + lines[line - 1], uri, trace=trace), line)
+        return turn_at(load_turns("".join(lines), uri, trace=trace), line)
+
+    def _selection_turn(self, uri: str, lines: list[str], args: dict[str, Any]):
+        from machine_lsp.core.schema import Message, Source
+        from machine_lsp.core.transcripts import Turn
+
+        prompt = _optional_str(args, "prompt")
+        if not prompt:
+            raise CommandError(message="tagging a selection needs the prompt: pass {'prompt': '...'}")
+        try:
+            rng = msgspec.convert(args["range"], _Range)
+        except msgspec.ValidationError as exc:
+            raise CommandError(message=f"range: {exc}") from None
+        codec = self.server.workspace.position_codec
+        start_line, end_line = rng.start.line, rng.end.line
+        if not (0 <= start_line <= end_line < max(len(lines), 1) + 1):
+            raise CommandError(message="range is outside the document")
+
+        def index(line0: int, character: int) -> int:
+            return to_codepoint_index(codec, lines[line0], character) if line0 < len(lines) else 0
+
+        start = index(start_line, rng.start.character)
+        end = index(end_line, rng.end.character)
+        if start_line == end_line:
+            answer = lines[start_line][start:end] if start_line < len(lines) else ""
+        else:
+            answer = lines[start_line][start:] + "".join(lines[start_line + 1 : end_line])
+            answer += lines[end_line][:end] if end_line < len(lines) else ""
+        if not answer.strip():
+            raise CommandError(message="the selection is empty")
+        lo, hi = max(0, start_line - CONTEXT_LINES), min(len(lines), end_line + CONTEXT_LINES + 1)
+        context = "".join(lines[lo:hi])[:CONTEXT_CHARS]
+        last = end_line if rng.end.character > 0 or end_line == start_line else end_line - 1
+        source = Source(
+            kind="selection",
+            uri=uri,
+            line=start_line + 1,
+            end_line=last + 1,
+            context=f"{to_fs_path(uri) or uri} lines {lo + 1}-{hi}:\n{context}",
+        )
+        messages = [Message(role="user", content=prompt), Message(role="assistant", content=answer)]
+        return Turn(start_line + 1, last + 1, messages, 1, source)
+
+    async def tagged(self, args: dict[str, Any]) -> dict[str, Any]:
+        from machine_lsp.core.schema import text_of
+        from machine_lsp.core.store import Store
+
+        store = Store.open(self.server.project_start(args.get("uri")))
+        verdict = args.get("verdict")
+        rows = []
+        for record in store.records():
+            if verdict and record.verdict != verdict:
+                continue
+            answer = next((text_of(m) for m in reversed(record.messages) if m.role == "assistant"), "")
+            rows.append(
+                {
+                    "id": record.id,
+                    "verdict": record.verdict,
+                    "note": record.note,
+                    "source": msgspec.to_builtins(record.source),
+                    "answer": answer[:200],
+                    "rewritten": record.original is not None,
+                    "trace": record.trace,
+                    "created_at": record.created_at,
+                }
+            )
+        return {"store": str(store.tagged_path), "records": rows, "warnings": list(store.warnings)}
+
+    async def data(self, args: dict[str, Any]) -> dict[str, Any]:
+        from machine_lsp.core.store import Store
+
+        store = Store.open(self.server.project_start(args.get("uri")))
+        counts = store.counts()
+        return {
+            "store": str(store.tagged_path),
+            "counts": msgspec.to_builtins(counts),
+            "warnings": store.warnings,
+        }
+
+    # -- jobs -------------------------------------------------------------------------------------------------
+    async def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        path = _path_arg(args, "uri", "path", required=True)
+        job_args: dict[str, Any] = {"path": path}
+        if (eval_path := _path_arg(args, "eval_uri", "eval_path")) is not None:
+            job_args["eval_path"] = eval_path
+        if "kind" in args:
+            job_args["kind"] = args["kind"]
+        if not os.path.isfile(path):
+            raise CommandError(message=f"{path}: no such file")
+        return await self._run_job("validate", f"Validate {Path(path).name}", job_args, args)
+
+    def _job_command(self, verb: str, title: str, ask: bool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+        async def run(args: dict[str, Any]) -> dict[str, Any]:
+            job_args = {k: v for k, v in args.items() if k not in CONTROL_KEYS}
+            if (ask or job_args.get("engine") == "tinker") and not await self._confirm(title, job_args, args):
+                return {"status": "declined", "message": f"{title} not started"}
+            return await self._run_job(verb, title, job_args, args)
+
+        return run
+
+    async def _run_job(
+        self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]
+    ) -> dict[str, Any]:
+        from machine_lsp.core.store import find_project_root
+
+        cwd = find_project_root(self.server.project_start(args.get("uri")))
+        try:
+            job = await self.server.jobs.run(
+                verb,
+                job_args,
+                title=title,
+                cwd=cwd,
+                token=WORK_DONE_TOKEN.get(),
+                wait=args.get("wait", True) is not False,
+            )
+        except JobUnavailable as exc:
+            raise CommandError(message=f"{title}: {exc}") from None
+        summary = job.summary()
+        if job.status == "failed":
+            raise JsonRpcInternalError(message=job.message, data=summary)
+        return summary
+
+    async def _confirm(self, title: str, job_args: dict[str, Any], args: dict[str, Any]) -> bool:
+        if args.get("yes") is True:
+            return True
+        details = ", ".join(f"{k}={v}" for k, v in job_args.items() if k != "uri") or "default settings"
+        estimate = _token_estimate(job_args)
+        message = f"machine: run {title} ({details})?" + (f" Estimated {estimate}." if estimate else "")
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning,
+            message=message,
+            actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
+        )
+        try:
+            answer = await asyncio.wait_for(self.server.window_show_message_request_async(params), 600)
+        except (TimeoutError, Exception):
+            return False
+        return answer is not None and answer.title == "Run"
+
+    # -- scaffolds (quick file writes, in-process like the CLI) ---------------------------------------------
+    async def train_sft(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write train_sft.py + machine.toml into the project (`machine train sft`)."""
+        from machine_lsp.core.store import find_project_root
+        from machine_lsp.scaffold.config import ConfigError, MachineConfig, apply_overrides
+        from machine_lsp.scaffold.writer import ScaffoldExists, write_train_scaffold
+
+        project = find_project_root(self.server.project_start(args.get("uri")))
+        data = _path_arg(args, "data_uri", "data")
+        if data is not None and not (project / data).is_file():
+            raise CommandError(message=f"{data}: no such file")
+        train = {k: args.get(k) for k in ("engine", "model", "epochs", "steps", "learning_rate", "rank")}
+        train.update(data=data, batch_size=args.get("batch_size"), save_every=args.get("save_every"))
+        try:
+            config = apply_overrides(MachineConfig(), train, {"data": args.get("eval_data")})
+            written = write_train_scaffold(
+                project, config, command="machine.train.sft", force=bool(args.get("force"))
+            )
+        except (ConfigError, ScaffoldExists) as exc:
+            raise CommandError(message=str(exc)) from None
+        return self._wrote(
+            written, f"next: machine.train.smoke, then machine.train.run ({config.train.engine})"
+        )
+
+    async def eval_init(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write eval.py (and machine.toml if missing) into the project (`machine train eval init`)."""
+        from machine_lsp.core.store import find_project_root
+        from machine_lsp.scaffold.config import CONFIG_FILE, MachineConfig, render_toml
+        from machine_lsp.scaffold.writer import ScaffoldExists, write_eval_scaffold
+
+        project = find_project_root(self.server.project_start(args.get("uri")))
+        try:
+            written = write_eval_scaffold(project, command="machine.eval.init", force=bool(args.get("force")))
+        except ScaffoldExists as exc:
+            raise CommandError(message=str(exc)) from None
+        if not (project / CONFIG_FILE).exists():
+            (project / CONFIG_FILE).write_text(render_toml(MachineConfig()), encoding="utf-8")
+            written.append(project / CONFIG_FILE)
+        return self._wrote(written, "next: machine.eval.baseline with {'data': 'EVAL.jsonl'}")
+
+    def _wrote(self, written: list[Path], hint: str) -> dict[str, Any]:
+        message = "wrote " + ", ".join(p.name for p in written) + f" · {hint}"
+        self.server.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=message))
+        return {"written": [str(p) for p in written], "message": message}
+
+    async def eval_compare(self, args: dict[str, Any]) -> dict[str, Any]:
+        from machine_lsp.core import evals
+
+        a = _path_arg(args, "a_uri", "a", required=True)
+        b = _path_arg(args, "b_uri", "b", required=True)
+        try:
+            comparison = evals.compare(evals.load_result(Path(a)), evals.load_result(Path(b)))
+        except (OSError, ValueError, msgspec.MsgspecError) as exc:
+            raise CommandError(message=f"cannot compare: {exc}") from None
+        message = (
+            f"{comparison.b_name} vs {comparison.a_name}: {comparison.a_accuracy:.0%} → {comparison.b_accuracy:.0%}"
+            f" (Δ {comparison.delta:+.0%}, +{comparison.gained}/-{comparison.lost}, McNemar p={comparison.mcnemar_p:.3g})"
+        )
+        self.server.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=message))
+        return {"message": message, "comparison": msgspec.to_builtins(comparison)}
+
+    async def jobs_list(self, args: dict[str, Any]) -> dict[str, Any]:
+        from machine_lsp.core import runs
+        from machine_lsp.core.store import Store
+
+        store = Store.open(self.server.project_start(args.get("uri")))
+        on_disk = []
+        for run_dir, manifest in runs.list_runs(store.runs_dir)[:50]:
+            entry: dict[str, Any] = {"run_dir": str(run_dir), "id": run_dir.name}
+            if manifest is not None:
+                entry.update(
+                    job=manifest.job, status=runs.effective_status(manifest), created_at=manifest.created_at
+                )
+            on_disk.append(entry)
+        return {"jobs": [job.summary() for job in self.server.jobs.jobs.values()], "runs": on_disk}
+
+    async def jobs_cancel(self, args: dict[str, Any]) -> dict[str, Any]:
+        job_id = args.get("job_id")
+        jobs = self.server.jobs
+        if job_id is None:
+            running = [j.id for j in jobs.jobs.values() if j.ended is None]
+            if len(running) != 1:
+                raise CommandError(message=f"pass job_id (running jobs: {', '.join(running) or 'none'})")
+            job_id = running[0]
+        if not isinstance(job_id, str) or job_id not in jobs.jobs:
+            raise CommandError(message=f"no job {job_id!r}")
+        cancelled = await jobs.cancel(job_id, reason="cancelled by machine.jobs.cancel")
+        job = jobs.jobs[job_id]
+        try:
+            await asyncio.wait_for(job.done.wait(), 15)
+        except TimeoutError:
+            pass
+        return {"cancelled": cancelled, **job.summary()}
+
+    async def info(self, args: dict[str, Any]) -> dict[str, Any]:
+        caps = self.server.client_capabilities
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "python": sys.executable,
+            "heavy_modules": self.server.heavy_modules_loaded(),
+            "diagnostics": "pull" if self.server.diagnostics.pull else "push",
+            "position_encoding": str(self.server.workspace.position_encoding),
+            "client_progress": bool(caps.window and caps.window.work_done_progress),
+            "settings": {
+                "trainGlobs": list(self.server.settings.train_globs),
+                "evalGlobs": list(self.server.settings.eval_globs),
+                "debounceMs": self.server.settings.debounce_ms,
+            },
+            "timing": {
+                uri: {"last_check_ms": st.last_check_ms, "last_checked_lines": st.last_checked_lines}
+                for uri, st in self.server.diagnostics.docs.items()
+            },
+        }
+
+
+class _Position(msgspec.Struct):
+    line: int
+    character: int
+
+
+class _Range(msgspec.Struct):
+    start: _Position
+    end: _Position
+
+
+def _entry(method: Callable[[dict[str, Any]], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    async def handler(*arguments: Any) -> Any:
+        return await method(_arguments(arguments))
+
+    return handler
+
+
+def _require_str(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        raise CommandError(message=f"missing {key!r} (a string)")
+    return value
+
+
+def _optional_str(args: dict[str, Any], key: str) -> str | None:
+    value = args.get(key)
+    if value is not None and not isinstance(value, str):
+        raise CommandError(message=f"{key!r} must be a string")
+    return value
+
+
+def _path_arg(args: dict[str, Any], uri_key: str, path_key: str, *, required: bool = False) -> str | None:
+    if isinstance(args.get(uri_key), str):
+        path = to_fs_path(args[uri_key])
+        if path:
+            return path
+    if isinstance(args.get(path_key), str):
+        return args[path_key]
+    if required:
+        raise CommandError(message=f"missing {uri_key!r} (a file URI) or {path_key!r} (a path)")
+    return None
+
+
+def _token_estimate(job_args: dict[str, Any]) -> str | None:
+    for key in ("data", "train", "path"):
+        value = job_args.get(key)
+        if isinstance(value, str) and os.path.isfile(value):
+            size = os.path.getsize(value)
+            return f"~{size // 4:,} tokens per pass over {Path(value).name}"
+    return None

@@ -1,0 +1,539 @@
+"""Diagnostics as you type for chat JSONL: per-line results cached by line text, dataset findings on top.
+
+An edit marks only the lines it touched (the LineDocument records them); after a short debounce those lines are
+re-checked with `validate.check_line` (cached by text, so moved or repeated lines cost a dict lookup) and the
+dataset-level findings (duplicates, train/eval leakage) are recomputed from the per-line fingerprints.
+Push (`publishDiagnostics`) or pull (`textDocument/diagnostic`) is chosen from the client's capabilities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from lsprotocol import types
+from pygls.uris import to_fs_path
+
+from machine_lsp.core import validate
+from machine_lsp.lsp.documents import FULL_EDIT, LineDocument
+from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.positions import core_range, strip_eol, to_client_character
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "machine"
+_SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
+_CHUNK = 2000  # lines checked between yields to the event loop
+_CACHE_LIMIT = 400_000
+
+
+@dataclass(slots=True, eq=False)  # identity eq: `entries.index(None)` stays a C loop
+class LineEntry:
+    """A checked line: the core's result and its diagnostics with line 0 (shifted when published)."""
+
+    result: Any  # validate.LineResult
+    diagnostics: tuple[types.Diagnostic, ...]
+
+
+@dataclass
+class _Filled:
+    count: int = 0
+    dirty: bool = False
+
+
+class LineIndex:
+    """Per-line entries of a document plus what dataset-level checks need, all maintained incrementally:
+    fingerprint and prompt counts (so an edit knows whether duplicates or leakage can have changed) and the
+    sorted lines that carry diagnostics (so publishing does not walk 100k clean lines)."""
+
+    def __init__(self, count: int) -> None:
+        self.entries: list[LineEntry | None] = [None] * count
+        self.fp_counts: dict[int, int] = {}
+        self.prompt_counts: dict[str, int] = {}
+        self.prompts_version = 0
+        self.touched_prompts: set[str] = set()
+        self.diag_lines: list[int] = []
+        self.pending: list[int] | None = None  # lines to check; None: all of them
+
+    def splice(self, edit) -> bool:
+        """Replace lines [start, old_end) by new_count unchecked lines; True if a duplicate was involved."""
+        dirty = False
+        for entry in self.entries[edit.start : edit.old_end]:
+            if entry is not None:
+                dirty |= self._count(entry.result, -1)
+        self.entries[edit.start : edit.old_end] = [None] * edit.new_count
+        delta = edit.new_count - (edit.old_end - edit.start)
+        lines = self.diag_lines
+        lo = bisect.bisect_left(lines, edit.start)
+        hi = bisect.bisect_left(lines, edit.old_end)
+        self.diag_lines = lines[:lo] + [line + delta for line in lines[hi:]]
+        if self.pending is not None:
+            kept = [p for p in self.pending if p < edit.start] + [
+                p + delta for p in self.pending if p >= edit.old_end
+            ]
+            self.pending = sorted({*kept, *range(edit.start, edit.start + edit.new_count)})
+        return dirty
+
+    def put(self, line: int, entry: LineEntry) -> bool:
+        self.entries[line] = entry
+        if entry.diagnostics:
+            bisect.insort(self.diag_lines, line)
+        return self._count(entry.result, +1)
+
+    def _count(self, result, step: int) -> bool:
+        dirty = False
+        fp = result.fingerprint
+        if fp is not None:
+            before = self.fp_counts.get(fp, 0)
+            after = before + step
+            dirty = max(before, after) > 1
+            if after:
+                self.fp_counts[fp] = after
+            else:
+                self.fp_counts.pop(fp, None)
+        key = result.prompt_key
+        if key:
+            before = self.prompt_counts.get(key, 0)
+            after = before + step
+            if after:
+                self.prompt_counts[key] = after
+            else:
+                self.prompt_counts.pop(key, None)
+            if (before == 0) != (after == 0):
+                self.prompts_version += 1
+            self.touched_prompts.add(key)
+        return dirty
+
+
+@dataclass
+class DocState:
+    uri: str
+    kind: str | None  # "train", "eval"; None when not chat JSONL (e.g. a session log)
+    index: LineIndex | None = None
+    file_diagnostics: list[types.Diagnostic] = field(default_factory=list)
+    dataset: list[types.Diagnostic] = field(default_factory=list)
+    dataset_findings: list[Any] = field(default_factory=list)  # the core's Findings behind `dataset`
+    published: list[types.Diagnostic] = field(default_factory=list)
+    result_id: int = 0
+    task: asyncio.Task | None = None
+    sleeping: bool = False
+    last_check_ms: float = 0.0
+    last_checked_lines: int = 0
+    announced_prompts: int | None = None  # LineIndex.prompts_version other documents last saw (leakage)
+
+
+def is_session_log(first_line: str) -> bool:
+    return '"type":"session"' in first_line.replace(" ", "")[:200]
+
+
+class DiagnosticsFeature(LanguageFeature):
+    def __init__(self, server) -> None:
+        super().__init__(server)
+        self.docs: dict[str, DocState] = {}
+        self.pull = False
+        self._cache: dict[tuple[str, str], LineEntry] = {}
+
+    # -- wiring ---------------------------------------------------------------------------------------------
+    def register(self) -> None:
+        server = self.server
+
+        @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+        def did_open(params: types.DidOpenTextDocumentParams) -> None:
+            self.opened(params.text_document.uri)
+
+        @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+        def did_change(params: types.DidChangeTextDocumentParams) -> None:
+            self.schedule(params.text_document.uri)
+
+        @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+        def did_close(params: types.DidCloseTextDocumentParams) -> None:
+            self.closed(params.text_document.uri)
+
+        @server.feature(
+            types.TEXT_DOCUMENT_DIAGNOSTIC,
+            types.DiagnosticOptions(
+                identifier=SOURCE, inter_file_dependencies=True, workspace_diagnostics=False
+            ),
+        )
+        async def pull(params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
+            return await self.report(params.text_document.uri, params.previous_result_id)
+
+    def initialized(self) -> None:
+        caps = self.server.client_capabilities
+        self.pull = bool(caps.text_document and caps.text_document.diagnostic is not None)
+        if not self.pull:  # never both: a push-only client gets no diagnosticProvider
+            self.server.protocol.fm.features.pop(types.TEXT_DOCUMENT_DIAGNOSTIC, None)
+            self.server.protocol.fm.feature_options.pop(types.TEXT_DOCUMENT_DIAGNOSTIC, None)
+
+    # -- document lifecycle ---------------------------------------------------------------------------------
+    def opened(self, uri: str) -> None:
+        doc = self.server.workspace.get_text_document(uri)
+        path = to_fs_path(uri) or uri
+        kind = self.server.settings.kind_of(path.replace("\\", "/"))
+        if kind is None:
+            return
+        lines = doc.lines
+        if lines and is_session_log(lines[0]):
+            kind = None
+        state = DocState(uri=uri, kind=kind)
+        self.docs[uri] = state
+        if kind is not None:
+            self.schedule(uri, delay=0.0)
+
+    def closed(self, uri: str) -> None:
+        state = self.docs.pop(uri, None)
+        if state is None:
+            return
+        if state.task is not None:
+            state.task.cancel()
+        if not self.pull:
+            self.server.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+            )
+        if state.index is not None and state.index.prompt_counts:
+            self._dataset_changed(exclude=uri)
+
+    def settings_changed(self) -> None:
+        """Globs may have changed: re-classify every open document."""
+        self._cache.clear()
+        for uri in list(self.server.workspace.text_documents):
+            old = self.docs.pop(uri, None)
+            if old is not None and old.task is not None:
+                old.task.cancel()
+            self.opened(uri)
+            if uri not in self.docs or self.docs[uri].kind is None:
+                self._clear(uri)
+        if self.pull:
+            self._refresh_client()
+
+    def _clear(self, uri: str) -> None:
+        if not self.pull:
+            self.server.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=uri, diagnostics=[])
+            )
+
+    # -- scheduling -----------------------------------------------------------------------------------------
+    def schedule(self, uri: str, delay: float | None = None) -> None:
+        state = self.docs.get(uri)
+        if state is None or state.kind is None:
+            return
+        if state.task is not None and not state.task.done():
+            if not state.sleeping:
+                return  # the running pass picks up the new edits before it finishes
+            state.task.cancel()
+        if delay is None:
+            delay = self.server.settings.debounce_ms / 1000
+        state.task = asyncio.ensure_future(self._run(state, delay))
+
+    async def _run(self, state: DocState, delay: float) -> None:
+        state.sleeping = True
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            state.sleeping = False
+        try:
+            changed = await self.check(state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a validator bug must not take the server down
+            logger.exception("diagnostics failed for %s", state.uri)
+            state.file_diagnostics = [
+                _file_diagnostic(f"machine-lsp could not check this file: {exc}", "error")
+            ]
+            state.index = None
+            changed = True
+        if changed:
+            self._publish(state)
+
+    async def wait_idle(self, uri: str) -> DocState | None:
+        state = self.docs.get(uri)
+        while state is not None and state.task is not None and not state.task.done():
+            await asyncio.shield(state.task)
+            state = self.docs.get(uri)
+        return state
+
+    # -- checking -------------------------------------------------------------------------------------------
+    async def check(self, state: DocState) -> bool:
+        """Bring `state` up to date with its document; re-checks only lines touched since the last check."""
+        doc = self.server.workspace.get_text_document(state.uri)
+        started = time.perf_counter()
+        checked = 0
+        settings = self.server.settings
+        dirty = False  # dataset-level findings must be recomputed
+        while True:
+            edits = doc.take_edits() if isinstance(doc, LineDocument) else [FULL_EDIT]
+            lines = doc.lines
+            too_big = _too_big(doc, settings.max_file_mb)
+            if too_big or _looks_binary(lines):
+                state.index = None
+                state.dataset, state.dataset_findings = [], []
+                state.file_diagnostics = [
+                    _file_diagnostic(too_big or "binary content: not a JSONL text file")
+                ]
+                break
+            state.file_diagnostics = []
+            index = state.index
+            if index is None or FULL_EDIT in edits:
+                index = state.index = LineIndex(len(lines))
+                dirty = True
+            else:
+                dataset_lines = {f.line - 1 for f in state.dataset_findings}
+                for edit in edits:
+                    delta = edit.new_count - (edit.old_end - edit.start)
+                    if delta and any(line >= edit.start for line in dataset_lines):
+                        dirty = True  # findings below the edit would move (and name moved lines)
+                    dirty |= index.splice(edit)
+                if len(index.entries) != len(lines):
+                    index = state.index = LineIndex(len(lines))
+                    dirty = True
+            many = index.pending is None or len(index.pending) > _CHUNK
+            filled = await self._fill(index, list(lines) if many else lines, state.kind or "auto")
+            checked += filled.count
+            dirty |= filled.dirty
+            if isinstance(doc, LineDocument) and doc.edits:
+                continue  # typed while we were checking
+            break
+        if state.index is not None and (dirty or self._leaks(state, state.index.touched_prompts)):
+            self._dataset(state, doc.lines)
+        if state.index is not None:
+            state.index.touched_prompts.clear()
+        state.last_check_ms = (time.perf_counter() - started) * 1000
+        state.last_checked_lines = checked
+        return True
+
+    async def _fill(self, index: LineIndex, lines: Sequence[str], kind: str) -> _Filled:
+        """Check every line whose entry is None; yields to the loop every _CHUNK lines."""
+        cache = self._cache
+        if len(cache) > _CACHE_LIMIT:
+            cache.clear()
+        entries = index.entries
+        filled = _Filled()
+        positions = range(len(entries)) if index.pending is None else index.pending
+        index.pending = []
+        for position in positions:
+            if entries[position] is not None:
+                continue
+            text = strip_eol(lines[position])
+            if position == 0 and text.startswith("\ufeff"):
+                entry = self._entry(text, lines[position], kind)  # the BOM rule depends on the position
+            else:
+                entry = cache.get((text, kind))
+                if entry is None:
+                    entry = self._entry(text, lines[position], kind)
+                    cache[(text, kind)] = entry
+            filled.dirty |= index.put(position, entry)
+            filled.count += 1
+            if filled.count % _CHUNK == 0:
+                await asyncio.sleep(0)
+        return filled
+
+    def _entry(self, text: str, line: str, kind: str) -> LineEntry:
+        result = check_line(text, 1, kind)
+        codec = self.server.workspace.position_codec
+        diagnostics = tuple(
+            _to_diagnostic(codec, [line], finding, line_offset=0) for finding in result.findings
+        )
+        return LineEntry(result=result, diagnostics=diagnostics)
+
+    def _dataset(self, state: DocState, lines: Sequence[str]) -> None:
+        index = state.index
+        if index is None:
+            return
+        results = [entry.result if entry is not None else None for entry in index.entries]
+        codec = self.server.workspace.position_codec
+        findings = validate.dataset_findings(results, self._other_prompts(state))
+        state.dataset_findings = findings
+        state.dataset = [_to_diagnostic(codec, lines, f, line_offset=None) for f in findings]
+
+    def _leaks(self, state: DocState, prompts: set[str]) -> bool:
+        if not prompts:
+            return False
+        other = self._other_prompts(state)
+        return bool(other and not other.isdisjoint(prompts))
+
+    def _other_prompts(self, state: DocState) -> set[str] | None:
+        """Prompts of open files of the other kind (train vs eval), for leakage checks."""
+        other: set[str] = set()
+        found = False
+        for uri, st in self.docs.items():
+            if uri != state.uri and st.kind is not None and (st.kind == "eval") != (state.kind == "eval"):
+                found = True
+                if st.index is not None:
+                    other.update(st.index.prompt_counts)
+        return other if found else None
+
+    def _dataset_changed(self, exclude: str) -> None:
+        for uri, st in self.docs.items():
+            if uri != exclude and st.kind is not None and st.index is not None:
+                doc = self.server.workspace.get_text_document(uri)
+                before = st.dataset
+                self._dataset(st, doc.lines)
+                if before != st.dataset:
+                    self._publish(st, propagate=False)
+
+    # -- results --------------------------------------------------------------------------------------------
+    def diagnostics_of(self, state: DocState) -> list[types.Diagnostic]:
+        out = list(state.file_diagnostics)
+        if state.index is not None:
+            entries = state.index.entries
+            for line in state.index.diag_lines:
+                entry = entries[line]
+                if entry is not None:
+                    out.extend(_shift(d, line) for d in entry.diagnostics)
+        out.extend(state.dataset)
+        return out
+
+    def _publish(self, state: DocState, propagate: bool = True) -> None:
+        state.published = self.diagnostics_of(state)
+        state.result_id += 1
+        if not self.pull:
+            doc = self.server.workspace.get_text_document(state.uri)
+            self.server.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=state.uri, diagnostics=state.published, version=doc.version
+                )
+            )
+        elif not propagate:
+            self._refresh_client()
+        version = state.index.prompts_version if state.index is not None else -1
+        if propagate and state.announced_prompts != version:
+            state.announced_prompts = version
+            if any(
+                st.kind is not None and (st.kind == "eval") != (state.kind == "eval")
+                for st in self.docs.values()
+            ):
+                self._dataset_changed(exclude=state.uri)
+
+    def _refresh_client(self) -> None:
+        caps = self.server.client_capabilities
+        if caps.workspace and caps.workspace.diagnostics and caps.workspace.diagnostics.refresh_support:
+            self.server.workspace_diagnostic_refresh(None)
+
+    async def report(self, uri: str, previous_result_id: str | None) -> types.DocumentDiagnosticReport:
+        state = await self.wait_idle(uri)
+        if state is None or state.kind is None:
+            return types.RelatedFullDocumentDiagnosticReport(items=[], result_id="none")
+        if state.result_id == 0:
+            await self.check(state)
+            self._publish(state)
+        result_id = f"{id(state)}-{state.result_id}"
+        if previous_result_id == result_id:
+            return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+        return types.RelatedFullDocumentDiagnosticReport(items=state.published, result_id=result_id)
+
+    def line_result(self, uri: str, line0: int) -> Any | None:
+        """The cached core result for a line (used by quick fixes), computed if missing."""
+        state = self.docs.get(uri)
+        doc = self.server.open_document(uri)
+        if doc is None:
+            return None
+        lines = doc.lines
+        if not 0 <= line0 < len(lines):
+            return None
+        kind = state.kind if state is not None and state.kind else "auto"
+        result = check_line(strip_eol(lines[line0]), line0 + 1, kind)
+        extra = [f for f in (state.dataset_findings if state else []) if f.line == line0 + 1]
+        if extra:
+            result = msgspec.structs.replace(result, findings=[*result.findings, *extra])
+        return result
+
+
+def check_line(text: str, line_no: int, kind: str):
+    """validate.check_line, plus the whole-file rule for a BOM at the start of line 1 (as validate_text does)."""
+    if not text.startswith("\ufeff"):
+        return validate.check_line(text, line_no, kind)
+    result = validate.check_line(text[1:], line_no, kind)
+    findings = [_shift_columns(f, line_no) for f in result.findings]
+    bom_edit = validate.TextEdit(line_no, 1, line_no, 2, "")
+    findings.append(
+        validate.Finding(
+            line_no,
+            1,
+            line_no,
+            2,
+            "error",
+            "bom",
+            "file starts with a byte-order mark (BOM); JSON loaders reject it",
+            validate.Fix("Remove the byte-order mark", [bom_edit]),
+        )
+    )
+    return msgspec.structs.replace(result, findings=findings)
+
+
+def _shift_columns(finding, line_no: int):
+    def shift(obj):
+        return msgspec.structs.replace(
+            obj,
+            column=obj.column + (obj.line == line_no),
+            end_column=obj.end_column + (obj.end_line == line_no),
+        )
+
+    fix = finding.fix
+    if fix is not None:
+        fix = validate.Fix(fix.title, [shift(e) for e in fix.edits])
+    return msgspec.structs.replace(shift(finding), fix=fix)
+
+
+def _too_big(doc, max_mb: float) -> str | None:
+    if max_mb <= 0:
+        return None
+    size = doc.chars if isinstance(doc, LineDocument) else len(doc.source)  # code points: close enough
+    if size > max_mb * 1024 * 1024:
+        return f"file too large for live validation ({size / 1048576:.1f} MB > {max_mb:g} MB); run machine.validate"
+    return None
+
+
+def _looks_binary(lines: list[str]) -> bool:
+    return any("\x00" in line for line in lines[:50])
+
+
+def _file_diagnostic(message: str, severity: str = "warning") -> types.Diagnostic:
+    return types.Diagnostic(
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+        message=message,
+        severity=_SEVERITY[severity],
+        code="file-unchecked",
+        source=SOURCE,
+    )
+
+
+def _to_diagnostic(codec, lines: list[str], finding, line_offset: int | None) -> types.Diagnostic:
+    """A core Finding -> Diagnostic. With line_offset=0 the finding is relative to the single line in `lines`."""
+    if line_offset is None:
+        rng = core_range(codec, lines, finding.line, finding.column, finding.end_line, finding.end_column)
+    else:
+        span = max(0, finding.end_line - finding.line)
+        start = types.Position(line=0, character=to_client_character(codec, lines[0], finding.column - 1))
+        end_col = finding.end_column - 1 if span == 0 else len(strip_eol(lines[0]))
+        end = types.Position(line=0, character=to_client_character(codec, lines[0], end_col))
+        rng = types.Range(start=start, end=end)
+    data = {"fix": finding.fix.title} if getattr(finding, "fix", None) is not None else None
+    return types.Diagnostic(
+        range=rng,
+        message=finding.message,
+        severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
+        code=finding.code,
+        source=SOURCE,
+        data=data,
+    )
+
+
+def _shift(diagnostic: types.Diagnostic, line0: int) -> types.Diagnostic:
+    rng = diagnostic.range
+    return types.Diagnostic(
+        range=types.Range(
+            start=types.Position(line=line0, character=rng.start.character),
+            end=types.Position(line=line0, character=rng.end.character),
+        ),
+        message=diagnostic.message,
+        severity=diagnostic.severity,
+        code=diagnostic.code,
+        source=diagnostic.source,
+        data=diagnostic.data,
+    )

