@@ -115,7 +115,9 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
 
     ck = ev_sub.add_parser("checkpoint", help="evaluate a checkpoint -> eval_results/<name>.json")
     ck.add_argument(
-        "path", metavar="PATH", help="local://RUN/NAME, tinker://RUN/sampler_weights/NAME or a dir"
+        "path",
+        metavar="PATH",
+        help="local://RUN/NAME, tinker://RUN/sampler_weights/NAME, a dir, or `latest` (newest training run)",
     )
     ck.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     ck.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
@@ -131,7 +133,9 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     cmp_.set_defaults(func=_eval_compare)
 
     probe = ev_sub.add_parser("probe", help="style-bleed probe of a checkpoint (or the base model)")
-    probe.add_argument("path", nargs="?", metavar="PATH", help="checkpoint address; omit for the base model")
+    probe.add_argument(
+        "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
+    )
     probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
     _eval_common(probe)
     probe.set_defaults(func=_eval_probe)

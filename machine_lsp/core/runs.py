@@ -202,3 +202,16 @@ def find_run(runs_dir: Path, ref: str) -> Path:
         names = ", ".join(d.name for d in matches[:5])
         raise LookupError(f"{ref!r} matches {len(matches)} runs: {names}")
     return matches[0]
+
+
+LATEST = "latest"
+# Jobs whose checkpoints are trained models (the smoke run's 2 steps are a plumbing check, not a model).
+TRAINING_JOBS = ("train-run", "train_sft.py")
+
+
+def latest_checkpoint(runs_dir: Path) -> str:
+    """The newest training run's last checkpoint address (what `latest` names); LookupError when none."""
+    for _run_dir, manifest in list_runs(runs_dir):
+        if manifest is not None and manifest.job in TRAINING_JOBS and manifest.last_checkpoint:
+            return manifest.last_checkpoint
+    raise LookupError(f"no training run with a checkpoint in {runs_dir}: run `machine train run` first")

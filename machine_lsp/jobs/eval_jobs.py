@@ -57,8 +57,22 @@ def _engine_for(args: EvalArgs, configured: str) -> str:
     return configured
 
 
+def _resolve_latest(ctx: JobContext, args: EvalArgs) -> None:
+    """`latest` -> the newest training run's last checkpoint, before anything reads the address."""
+    if args.checkpoint != runs.LATEST:
+        return
+    from machine_lsp.core.store import Store
+
+    try:
+        args.checkpoint = runs.latest_checkpoint(Store.open(ctx.cwd).runs_dir)
+    except LookupError as exc:
+        raise JobError(str(exc), kind="input") from None
+    ctx.log(f"latest checkpoint: {args.checkpoint}")
+
+
 def _setup(ctx: JobContext, args: EvalArgs) -> tuple[Any, str, str, str | None]:
     """(config, engine name, model, checkpoint)."""
+    _resolve_latest(ctx, args)
 
     evals_over = {
         "data": args.data,
@@ -239,7 +253,10 @@ def eval_baseline(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]
 
 def eval_checkpoint(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
     if not args.checkpoint:
-        raise JobError("eval-checkpoint needs a checkpoint (local://RUN/NAME or tinker://...)", kind="usage")
+        raise JobError(
+            "eval-checkpoint needs a checkpoint (local://RUN/NAME, tinker://..., or latest)", kind="usage"
+        )
+    _resolve_latest(ctx, args)
     name = args.name or checkpoint_name(args.checkpoint)
     return _evaluate(ctx, args, name=name, default_out=f"{RESULTS_DIR}/{name}.json")
 

@@ -216,10 +216,12 @@ def test_eval_jobs_baseline_checkpoint_probe(proj: Path, cancelled_then_resumed:
     assert ck["probe"]["n"] >= 10 and len(ck["probe"]["rows"]) == ck["probe"]["n"]
     assert ck["probe"]["bled"] == sum(r["bleeds"] for r in ck["probe"]["rows"])
 
-    code, probe_events, err = _run(proj, "eval-probe", {"checkpoint": checkpoint, "max_tokens": 12}, job_env)
+    # `latest` names the newest training run's last checkpoint: the resumed run's final one.
+    code, probe_events, err = _run(proj, "eval-probe", {"checkpoint": "latest", "max_tokens": 12}, job_env)
     assert code == 0, err[-2000:]
     probe = json.loads((proj / "eval_results" / "probe-step-6.json").read_text())
     assert probe["kind"] == "probe" and probe["probe"]["n"] == ck["probe"]["n"]
+    assert probe["checkpoint"] == checkpoint
     # greedy decoding of the same checkpoint: the standalone probe reproduces the checkpoint eval's probe
     assert [r["output"] for r in probe["probe"]["rows"]] == [r["output"] for r in ck["probe"]["rows"]]
 
@@ -242,3 +244,9 @@ def test_eval_job_errors_are_precise(proj: Path, run_job, job_env) -> None:  # n
     assert code == 1 and "batch_size must be >= 1" in events[-1]["message"]
     code, events, _ = run_job(proj, "train-run", {}, env=_env(job_env))
     assert code == 1 and "has no good rows yet" in events[-1]["message"]
+
+
+def test_latest_without_a_training_run_is_a_clear_error(project: Path, run_job) -> None:  # noqa: ANN001
+    code, events, _ = run_job(project, "eval-checkpoint", {"data": "eval.jsonl", "checkpoint": "latest"})
+    assert code == 1 and events[-1]["event"] == "error" and events[-1]["kind"] == "input"
+    assert "no training run with a checkpoint" in events[-1]["message"]
