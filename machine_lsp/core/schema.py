@@ -7,7 +7,9 @@ not do on their own, so it has dedicated decode/encode helpers.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -182,3 +184,29 @@ def training_row_to_obj(row: TrainingRow) -> dict[str, Any]:
 
 def encode_training_row(row: TrainingRow) -> bytes:
     return _json_encoder.encode(training_row_to_obj(row))
+
+
+class RowFileError(ValueError):
+    """A chat JSONL file that cannot be read as training rows; the message names the file and line."""
+
+
+def read_training_rows(path: Path) -> list[tuple[int, TrainingRow]]:
+    """(1-based line, row) for every non-blank line, through our own parser (tool calls, content parts and
+    extra keys all kept). Raises RowFileError naming the file and line; an empty file is an error too."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise RowFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RowFileError(f"{path}: cannot read: {exc}") from None
+    rows: list[tuple[int, TrainingRow]] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((line_no, training_row_from_obj(json.loads(line))))
+        except (json.JSONDecodeError, msgspec.ValidationError) as exc:
+            raise RowFileError(f"{path}:{line_no}: not a chat row: {exc}") from None
+    if not rows:
+        raise RowFileError(f"{path}: no rows")
+    return rows

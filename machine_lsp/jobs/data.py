@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-import msgspec
-
 from machine_lsp.core import runs
-from machine_lsp.core.schema import TrainingRow, encode_training_row, training_row_from_obj
+from machine_lsp.core.schema import (
+    RowFileError,
+    TrainingRow,
+    encode_training_row,
+    read_training_rows,
+)
 from machine_lsp.jobs.runner import JobContext, JobError
 
 MAX_LISTED = 5
@@ -45,23 +47,10 @@ def _validate_or_fail(path: Path, kind: str, ctx: JobContext | None) -> None:
 
 def read_training_file(path: Path) -> list[tuple[int, TrainingRow]]:
     """(line number, row) for every non-blank line; raises JobError naming the line."""
-    rows: list[tuple[int, TrainingRow]] = []
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise JobError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise JobError(f"{path}: cannot read: {exc}") from None
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((line_no, training_row_from_obj(json.loads(line))))
-        except (json.JSONDecodeError, msgspec.ValidationError) as exc:
-            raise JobError(f"{path}:{line_no}: not a chat row: {exc}") from None
-    if not rows:
-        raise JobError(f"{path}: no rows to train on")
-    return rows
+        return read_training_rows(path)
+    except RowFileError as exc:
+        raise JobError(str(exc).replace(": no rows", ": no rows to train on")) from None
 
 
 def training_data(

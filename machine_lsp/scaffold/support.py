@@ -5,14 +5,16 @@ Pure at import time; torch/tinker/cookbook are imported inside functions.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from machine_lsp.core.schema import Message, TrainingRow, training_row_from_obj
+from machine_lsp.core.schema import (
+    Message,
+    RowFileError,
+    TrainingRow,
+    read_training_rows,
+)
 from machine_lsp.scaffold.config import TrainSection
 
 
@@ -46,22 +48,9 @@ def lr_at(step: int, total: int, cfg: TrainSection) -> float:
 def read_rows(path: Path) -> list[TrainingRow]:
     """Chat rows from a JSONL file through our own parser (tool calls, content parts, extra keys all kept)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: cannot read: {exc}") from None
-    rows: list[TrainingRow] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(training_row_from_obj(json.loads(line)))
-        except (json.JSONDecodeError, msgspec.ValidationError) as exc:
-            raise DataError(f"{path}:{line_no}: not a chat row: {exc}") from None
-    if not rows:
-        raise DataError(f"{path}: no rows")
-    return rows
+        return [row for _line, row in read_training_rows(path)]
+    except RowFileError as exc:
+        raise DataError(str(exc)) from None
 
 
 def store_rows(start: Path | None = None) -> list[TrainingRow]:

@@ -112,3 +112,22 @@ def test_tag_record_round_trip_omits_defaults() -> None:
     data = encode(record)
     assert b"original" not in data and b"trace" not in data and b"tool_calls" not in data
     assert decode_tag_record(data) == record
+
+
+def test_read_training_rows_numbers_lines_and_names_the_bad_one(tmp_path) -> None:
+    from machine_lsp.core.schema import RowFileError, read_training_rows
+
+    good = '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "tag": 1}'
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\ufeff" + good + "\n\n" + good + "\n")
+    rows = read_training_rows(path)
+    assert [line for line, _ in rows] == [1, 3]
+    assert rows[0][1].extra == {"tag": 1}
+    path.write_text(good + "\n{oops\n")
+    with pytest.raises(RowFileError, match=r"rows\.jsonl:2: not a chat row"):
+        read_training_rows(path)
+    path.write_text("\n")
+    with pytest.raises(RowFileError, match="no rows"):
+        read_training_rows(path)
+    with pytest.raises(RowFileError, match="no such file"):
+        read_training_rows(tmp_path / "missing.jsonl")
