@@ -519,5 +519,9 @@ try {
     for (const f of fs.readdirSync(ARTIFACTS)) if (f.endsWith(".png")) fs.copyFileSync(path.join(ARTIFACTS, f), path.join(process.env.MACHINE_E2E_SCREENSHOTS, f));
   }
   console.log(`[e2e] ${failed ? "FAILED" : "OK"}: ${results.filter((r) => r.ok).length} checks passed in ${wall.toFixed(1)} s, peak RSS of code-server + chromium + server + jobs ${summary.peak_rss_mib} MiB, processes that needed SIGKILL ${leftover.length}`);
+  // The plain closing line CI reads: a run that died outside a check still counts one failure.
+  const passedChecks = results.filter((r) => r.ok).length;
+  const failedChecks = results.length - passedChecks + (failed && passedChecks === results.length ? 1 : 0);
+  console.log(`e2e: ${passedChecks} passed, ${failedChecks} failed`);
   process.exit(failed ? 1 : 0);
 }
