@@ -265,12 +265,20 @@ def _resolved_engine(args: argparse.Namespace, checkpoint: str | None = None) ->
     return config.train.engine
 
 
-def _confirm_cost(args: argparse.Namespace, engine: str, what: str) -> None:
+def _confirm_cost(args: argparse.Namespace, engine: str, verb: str, payload: dict[str, Any]) -> None:
+    """Tinker runs cost money: say what will run and about how many tokens, and ask (or demand --yes)."""
     if engine != "tinker" or args.yes:
         return
+    from machine_lsp.scaffold.estimate import estimate_job
+
+    what = verb.replace("-", " ", 1)
+    estimate = estimate_job(verb, Path.cwd(), {k: v for k, v in payload.items() if v is not None})
+    detail = f" ({estimate.describe()})" if estimate else ""
     if not sys.stdin.isatty():
-        raise Usage(f"{what} runs on Tinker and costs money: pass --yes to confirm (stdin is not a terminal)")
-    answer = input(f"{what} runs on Tinker and costs money. Continue? [y/N] ").strip().lower()
+        raise Usage(
+            f"{what} runs on Tinker and costs money{detail}: pass --yes to confirm (stdin is not a terminal)"
+        )
+    answer = input(f"{what} runs on Tinker and costs money{detail}. Continue? [y/N] ").strip().lower()
     if answer not in {"y", "yes"}:
         raise Usage("cancelled: nothing was started")
 
@@ -434,14 +442,16 @@ def _train_payload(args: argparse.Namespace) -> dict[str, Any]:
 
 @_wrap
 def _smoke(args: argparse.Namespace) -> int:
-    _confirm_cost(args, _resolved_engine(args), "train smoke")
-    return run_job("train-smoke", _train_payload(args), raw=args.json)
+    payload = _train_payload(args)
+    _confirm_cost(args, _resolved_engine(args), "train-smoke", payload)
+    return run_job("train-smoke", payload, raw=args.json)
 
 
 @_wrap
 def _run(args: argparse.Namespace) -> int:
-    _confirm_cost(args, _resolved_engine(args), "train run")
-    return run_job("train-run", _train_payload(args), raw=args.json)
+    payload = _train_payload(args)
+    _confirm_cost(args, _resolved_engine(args), "train-run", payload)
+    return run_job("train-run", payload, raw=args.json)
 
 
 def _eval_payload(args: argparse.Namespace, checkpoint: str | None) -> dict[str, Any]:
@@ -468,22 +478,25 @@ def _check_file(path: str | None, what: str) -> None:
 @_wrap
 def _eval_baseline(args: argparse.Namespace) -> int:
     _check_file(args.data, "eval data")
-    _confirm_cost(args, _resolved_engine(args), "eval baseline")
-    return run_job("eval-baseline", _eval_payload(args, None), raw=args.json)
+    payload = _eval_payload(args, None)
+    _confirm_cost(args, _resolved_engine(args), "eval-baseline", payload)
+    return run_job("eval-baseline", payload, raw=args.json)
 
 
 @_wrap
 def _eval_checkpoint(args: argparse.Namespace) -> int:
     _check_file(args.data, "eval data")
-    _confirm_cost(args, _resolved_engine(args, args.path), "eval checkpoint")
-    return run_job("eval-checkpoint", _eval_payload(args, args.path), raw=args.json)
+    payload = _eval_payload(args, args.path)
+    _confirm_cost(args, _resolved_engine(args, args.path), "eval-checkpoint", payload)
+    return run_job("eval-checkpoint", payload, raw=args.json)
 
 
 @_wrap
 def _eval_probe(args: argparse.Namespace) -> int:
     _check_file(args.questions, "probe questions")
-    _confirm_cost(args, _resolved_engine(args, args.path), "eval probe")
-    return run_job("eval-probe", _eval_payload(args, args.path), raw=args.json)
+    payload = _eval_payload(args, args.path)
+    _confirm_cost(args, _resolved_engine(args, args.path), "eval-probe", payload)
+    return run_job("eval-probe", payload, raw=args.json)
 
 
 # ------------------------------------------------------------------------------------------------- compare

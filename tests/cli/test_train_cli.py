@@ -222,7 +222,9 @@ def test_tinker_verbs_need_yes_without_a_terminal(proj: Path) -> None:
     ):
         out = _cli(proj, *argv)
         assert out.returncode == 2, (argv, out.stderr)
-        assert "costs money: pass --yes" in out.stderr
+        # what will run and about how many tokens, then the way to go ahead
+        assert "runs on Tinker and costs money (" in out.stderr and "tokens): pass --yes" in out.stderr
+        assert "on tinker:" in out.stderr
     assert not (proj / ".machine" / "runs").exists()
     out = _cli(proj, "train", "smoke", "--yes", "--engine", "tinker", timeout=60)
     assert out.returncode == 1 and "no Tinker API key" in out.stderr

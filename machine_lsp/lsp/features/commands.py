@@ -240,7 +240,9 @@ class CommandsFeature(LanguageFeature):
     def _job_command(self, verb: str, title: str, ask: bool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
         async def run(args: dict[str, Any]) -> dict[str, Any]:
             job_args = {k: v for k, v in args.items() if k not in CONTROL_KEYS}
-            if (ask or job_args.get("engine") == "tinker") and not await self._confirm(title, job_args, args):
+            if (ask or job_args.get("engine") == "tinker") and not await self._confirm(
+                verb, title, job_args, args
+            ):
                 return {"status": "declined", "message": f"{title} not started"}
             return await self._run_job(verb, title, job_args, args)
 
@@ -268,12 +270,19 @@ class CommandsFeature(LanguageFeature):
             raise JsonRpcInternalError(message=job.message, data=summary)
         return summary
 
-    async def _confirm(self, title: str, job_args: dict[str, Any], args: dict[str, Any]) -> bool:
+    async def _confirm(self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]) -> bool:
+        from machine_lsp.core.store import find_project_root
+        from machine_lsp.scaffold.estimate import estimate_job
+
         if args.get("yes") is True:
             return True
         details = ", ".join(f"{k}={v}" for k, v in job_args.items() if k != "uri") or "default settings"
-        estimate = _token_estimate(job_args)
-        message = f"machine: run {title} ({details})?" + (f" Estimated {estimate}." if estimate else "")
+        project = find_project_root(self.server.project_start(args.get("uri")))
+        # Reads the data file or the store: short work, but off the event loop all the same.
+        estimate = await asyncio.get_running_loop().run_in_executor(
+            None, estimate_job, verb, project, job_args
+        )
+        message = f"machine: run {title} ({details})?" + (f" {estimate.describe()}." if estimate else "")
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
             message=message,
@@ -441,13 +450,4 @@ def _path_arg(args: dict[str, Any], uri_key: str, path_key: str, *, required: bo
         return args[path_key]
     if required:
         raise CommandError(message=f"missing {uri_key!r} (a file URI) or {path_key!r} (a path)")
-    return None
-
-
-def _token_estimate(job_args: dict[str, Any]) -> str | None:
-    for key in ("data", "train", "path"):
-        value = job_args.get(key)
-        if isinstance(value, str) and os.path.isfile(value):
-            size = os.path.getsize(value)
-            return f"~{size // 4:,} tokens per pass over {Path(value).name}"
     return None

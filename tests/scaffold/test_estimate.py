@@ -1,0 +1,60 @@
+"""The token estimate shown before paid or long runs, against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from machine_lsp.scaffold.estimate import estimate_job
+
+
+def _row(user: str, assistant: str | None = None, **extra: object) -> str:
+    messages = [{"role": "user", "content": user}]
+    if assistant is not None:
+        messages.append({"role": "assistant", "content": assistant})
+    return json.dumps({"messages": messages, **extra})
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    # 40 characters -> 10 tokens + 4 for the template; 8 characters -> 2 + 4: 20 tokens a training row.
+    rows = [_row("abcd" * 10, "xy" * 4) for _ in range(3)]
+    (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n\n{broken\n")
+    evals = [_row("abcd" * 10, expected="answer: 1") for _ in range(2)]
+    (tmp_path / "eval.jsonl").write_text("\n".join(evals) + "\n")
+    (tmp_path / ".machine").mkdir()
+    return tmp_path
+
+
+def test_training_estimate_counts_rows_steps_and_tokens(project: Path) -> None:
+    run = estimate_job("train-run", project, {"data": "train.jsonl", "engine": "tinker"})
+    assert run is not None
+    # default batch 8, 1 epoch: one step over 3 rows (the broken line is the job's to report)
+    assert (run.rows, run.steps, run.tokens, run.engine) == (3, 1, 60, "tinker")
+    assert run.describe() == "train-run on tinker: 3 rows from train.jsonl, 1 step, ~60 tokens"
+    run = estimate_job("train-run", project, {"data": "train.jsonl", "epochs": 3})
+    assert run is not None and (run.steps, run.tokens) == (3, 180)
+    smoke = estimate_job("train-smoke", project, {"data": "train.jsonl", "batch_size": 2})
+    # 2 batches of the 3 rows, 2 smoke steps: a whole pass
+    assert smoke is not None and (smoke.steps, smoke.tokens) == (2, 60)
+
+
+def test_eval_estimate_adds_generated_tokens_and_the_probe(project: Path) -> None:
+    run = estimate_job("eval-baseline", project, {"data": "eval.jsonl"})
+    # 2 prompts of 14 tokens, plus 32 new tokens each (the default max_tokens)
+    assert run is not None and (run.rows, run.tokens) == (2, 28 + 64)
+    run = estimate_job("eval-checkpoint", project, {"data": "eval.jsonl", "probe": True, "max_tokens": 8})
+    assert run is not None and run.tokens == 28 + 16 + 12 * 9
+
+
+def test_store_rows_are_the_default_training_data(project: Path) -> None:
+    run = estimate_job("train-run", project, {})
+    assert run is not None and run.source == "the store's good rows" and run.rows == 0
+
+
+def test_unreadable_data_or_config_gives_no_estimate(project: Path) -> None:
+    assert estimate_job("train-run", project, {"data": "missing.jsonl"}) is None
+    (project / "machine.toml").write_text("not toml [")
+    assert estimate_job("train-run", project, {"data": "train.jsonl"}) is None
