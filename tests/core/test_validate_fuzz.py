@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -217,3 +218,154 @@ def test_batched_file_pass_equals_per_line_path(
         assert report.stats["train_rows"] == sum(r.row_kind == "train" for r in results)
         assert report.stats["eval_rows"] == sum(r.row_kind == "eval" for r in results)
         assert report.stats["messages"] == sum(r.messages for r in results)
+
+
+# check_lines: the batched per-line API of the language server's open pass, against check_line line by line.
+
+TOOL_ROW = json.dumps(
+    {
+        "messages": [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            {"role": "assistant", "content": "It is sunny."},
+        ]
+    }
+)
+SPECIAL = st.sampled_from(
+    [
+        "",
+        "  ",
+        "\t",
+        "null",
+        "[]",
+        "{,",
+        "{not json",
+        "\ufeff"
+        + json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}),
+        "\ufeff",
+        json.dumps({"messages": [{"role": "assistant", "content": "only"}]}),  # one message: no prompt key
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "  padded 😀 漢字  "},
+                    {"role": "assistant", "content": "ok"},
+                ]
+            }
+        ),
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": " parts "}]},
+                    {"role": "assistant", "content": "ok"},
+                ]
+            }
+        ),
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {"role": "system", "content": "s"},
+                    {"role": "assistant", "content": "a"},
+                ]
+            }
+        ),
+        json.dumps({"messages": [{"role": "user", "content": "q?"}], "expected": "4"}),
+        json.dumps({"messages": [{"role": "user", "content": "q?"}], "expected": "(", "match": "regex"}),
+        TOOL_ROW,
+        '  {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}  ',
+    ]
+)
+UNICODE_LINE = st.text(max_size=20)  # arbitrary text, surrogates and separators included
+ANY_LINE = st.one_of(LINE, SPECIAL, UNICODE_LINE, ROW.map(json.dumps), NEAR_ROW.map(json.dumps))
+# Batches of training rows of the common shape take the C prompt-key route; mix them in long runs too.
+COMMON_LINE = PLAIN_ROW.map(json.dumps)
+
+
+def assert_same(lines: list[str], kind: v.Kind, start_line: int) -> None:
+    expected = [v.check_line(line, start_line + index, kind) for index, line in enumerate(lines)]
+    got = v.check_lines(lines, kind, start_line)
+    assert len(got) == len(expected)
+    for index, (a, b) in enumerate(zip(got, expected, strict=True)):
+        # Field for field (msgspec Structs compare every field; findings compared as lists of Findings).
+        assert list(a.findings) == list(b.findings), (index, lines[index])
+        assert (a.fingerprint, a.prompt_key, a.width, a.row_kind, a.messages) == (
+            b.fingerprint,
+            b.prompt_key,
+            b.width,
+            b.row_kind,
+            b.messages,
+        ), (index, lines[index])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(ANY_LINE, max_size=16),
+    st.lists(COMMON_LINE, max_size=8),
+    KINDS,
+    st.sampled_from([1, 2, 3, 5, 200]),
+    st.sampled_from([1, 1, 2, 41]),
+    st.randoms(use_true_random=False),
+)
+def test_check_lines_equals_check_line_line_by_line(
+    mixed: list[str], common: list[str], kind: v.Kind, batch: int, start_line: int, rnd
+) -> None:
+    lines = common + mixed + common
+    rnd.shuffle(mixed)
+    lines += mixed + lines[:2]  # repeated lines: equal fingerprints
+    before = v._BATCH
+    v._BATCH = batch  # batch boundaries anywhere
+    try:
+        assert_same(lines, kind, start_line)
+    finally:
+        v._BATCH = before
+
+
+@pytest.mark.parametrize("kind", ["train", "eval", "auto"])
+def test_check_lines_on_a_large_clean_file_and_with_breaks(kind: v.Kind) -> None:
+    rows = [
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "system", "content": "Reply briefly."},
+                    {"role": "user", "content": f" What is {i} + 1? "},
+                    {"role": "assistant", "content": f"answer: {i + 1}"},
+                ],
+                **({"expected": str(i + 1)} if kind != "train" and i % 3 == 0 else {}),
+            }
+        )
+        for i in range(1000)
+    ]
+    assert_same(rows, kind, 1)
+    broken = list(rows)
+    broken[5] = ""
+    broken[250] = "{not json"
+    broken[401] = broken[400]
+    broken[999] = rows[0].replace('"assistant"', '"Assistant"')
+    assert_same(broken, kind, 7)
+
+
+def test_check_lines_clean_results_and_fallback() -> None:
+    good = json.dumps(
+        {"messages": [{"role": "user", "content": " hi "}, {"role": "assistant", "content": "yo"}]}
+    )
+    lines = [good, "{broken", "", TOOL_ROW, good]
+    seen: list[tuple[str, int, str]] = []
+
+    def fallback(text: str, line_no: int, kind: v.Kind) -> v.LineResult:
+        seen.append((text, line_no, kind))
+        return v.check_line(text, 1, kind)  # every line numbered 1, as the language server caches them
+
+    results = v.check_lines(lines, "train", 10, fallback=fallback)
+    # The plain rows never reach the fallback; everything else does, with its own line number.
+    assert seen == [("{broken", 11, "train"), ("", 12, "train"), (TOOL_ROW, 13, "train")]
+    assert results[0].findings == () and results[0].prompt_key == "hi" and results[0].row_kind == "train"
+    assert results[0].fingerprint == results[4].fingerprint == hash(good)
+    assert results[1].findings[0].line == 1 and results[1].findings[0].code == "json-invalid"
+    assert results[2].findings[0].code == "blank-line"
+    assert results[3] == v.check_line(TOOL_ROW, 1, "train")
+    assert v.check_lines([], "auto") == []

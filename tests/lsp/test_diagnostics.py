@@ -119,3 +119,143 @@ async def test_incremental_edit_after_emoji(client):
     found = await diagnostics(client, uri)
     assert [d.code for d in found] == ["role-unknown"], found
     assert found[0].range.start.character <= units(line[:at]) <= found[0].range.end.character
+
+
+def _mixed_lines(count: int) -> list[str]:
+    """Rows of every kind the open pass must treat alike: clean (most), broken, blank, unicode, duplicated, tool
+    calls, an eval row in a train file, a BOM on line 1; LF and CRLF endings."""
+    special = [
+        "",
+        "   ",
+        "{not json",
+        "null",
+        '{"messages": [{"role": "User", "content": "漢字 😀"}, {"role": "assistant", "content": "x"}]}',
+        '{"messages": [{"role": "user", "content": "q?"}], "expected": "4"}',
+        '{"messages": [{"role": "assistant", "content": "only"}]}',
+        '{"messages": [{"role": "user", "content": [{"type": "text", "text": " parts "}]}, '
+        '{"role": "assistant", "content": "ok"}]}',
+        '{"messages": [{"role": "user", "content": "w?"}, {"role": "assistant", "content": "", "tool_calls": '
+        '[{"id": "c1", "function": {"name": "f", "arguments": "{"}}]}, {"role": "tool", "tool_call_id": "c1", '
+        '"content": "sun"}, {"role": "assistant", "content": "sunny"}]}',
+        row("dup 😀", "same"),
+        row("  spaced prompt 7 ", "answer: 7"),
+    ]
+    lines = []
+    for i in range(count):
+        text = (
+            special[(i // 7) % len(special)]
+            if i % 7 == 3
+            else row(f"What is {i} + 1? 漢{i % 3}", f"answer: {i + 1}")
+        )
+        lines.append(text + ("\r\n" if i % 5 == 0 else "\n"))
+    lines[0] = "\ufeff" + row("first row", "with a BOM") + "\n"
+    return lines
+
+
+def _expected(lines: list[str], kind: str, spec: str, other_prompts: set[str] | None = None) -> list[tuple]:
+    """The diagnostics check_line gives line by line (plus dataset findings), in the client's units."""
+    from machine_lsp.core import validate
+
+    units = (
+        (lambda s: len(s.encode("utf-8")))
+        if spec == "neovim@v0.11"
+        else (lambda s: len(s.encode("utf-16-le")) // 2)
+    )
+    texts = [line.rstrip("\r\n") for line in lines]
+    results = [validate.check_line(text, index + 1, kind) for index, text in enumerate(texts)]
+    out = []
+    findings = [f for r in results for f in r.findings] + validate.dataset_findings(results, other_prompts)
+    for f in findings:
+        text = texts[f.line - 1]
+        end = f.end_column - 1 if f.end_line == f.line else len(text)
+        out.append(
+            (
+                f.line - 1,
+                units(text[: f.column - 1]),
+                units(text[:end]),
+                f.code,
+                f.message,
+                1 if f.severity == "error" else 2,
+                f.fix.title if f.fix else None,
+            )
+        )
+    return sorted(out)
+
+
+def _got(found: list[types.Diagnostic]) -> list[tuple]:
+    return sorted(
+        (
+            d.range.start.line,
+            d.range.start.character,
+            d.range.end.character,
+            d.code,
+            d.message,
+            int(d.severity),
+            (d.data or {}).get("fix") if isinstance(d.data, dict) else getattr(d.data, "fix", None),
+        )
+        for d in found
+    )
+
+
+async def test_open_pass_equals_the_line_by_line_check(client):
+    """The batched open pass (several chunks: it yields to the loop between them), the edits after it and a second
+    file served from the cache report exactly what check_line reports line by line, dataset findings included."""
+    eval_lines = [
+        '{"messages": [{"role": "user", "content": "What is 11 + 1? 漢2"}], "expected": "answer: 12"}\n'
+    ]
+    eval_uri = open_doc(client, client.root / "heldout_eval.jsonl", "".join(eval_lines))
+    assert await diagnostics(client, eval_uri) == []
+    other = {"What is 11 + 1? 漢2"}
+    lines = _mixed_lines(4500)
+    uri = open_doc(client, client.root / "train.jsonl", "".join(lines))
+    found = _got(await diagnostics(client, uri))
+    expected = _expected(lines, "train", client.spec, other)
+    assert {e[3] for e in expected} >= {
+        "bom",
+        "blank-line",
+        "json-invalid",
+        "duplicate-row",
+        "train-eval-leak",
+    }
+    assert found == expected
+    # Edits: break a line (the range in client units), then insert a copy of an earlier row (a new duplicate).
+    target = 2001
+    old = lines[target].rstrip("\r\n")
+    lines[target] = old.replace('"assistant"', '"Assistant"') + lines[target][len(old) :]
+    units = (
+        (lambda s: len(s.encode("utf-8")))
+        if client.spec == "neovim@v0.11"
+        else (lambda s: len(s.encode("utf-16-le")) // 2)
+    )
+    change(client, uri, 2, target, 0, units(old), lines[target].rstrip("\r\n"))
+    assert _got(await diagnostics(client, uri)) == _expected(lines, "train", client.spec, other)
+    lines.insert(3000, lines[8])
+    change(client, uri, 3, 3000, 0, 0, lines[3000])
+    found = _got(await diagnostics(client, uri))
+    assert found == _expected(lines, "train", client.spec, other)
+    assert any(d[0] == 3000 and d[3] == "duplicate-row" for d in found)
+    # Same line count, a row becomes a copy of another: only the re-checked line's fingerprint tells.
+    old = lines[2500].rstrip("\r\n")
+    lines[2500] = lines[9].rstrip("\r\n") + lines[2500][len(old) :]
+    change(client, uri, 4, 2500, 0, units(old), lines[9].rstrip("\r\n"))
+    found = _got(await diagnostics(client, uri))
+    assert found == _expected(lines, "train", client.spec, other)
+    assert any(d[0] == 2500 and d[3] == "duplicate-row" for d in found)
+    # A paste of 40 lines (re-checked in a batch): copies of earlier lines (cached) and new ones, broken or not.
+    pasted = [
+        lines[100 + k] if k % 3 == 0 else row(f"pasted {k}", "ok" if k % 4 else "") + "\n" for k in range(40)
+    ]
+    lines[1500:1500] = pasted
+    change(client, uri, 5, 1500, 0, 0, "".join(pasted))
+    found = _got(await diagnostics(client, uri))
+    assert found == _expected(lines, "train", client.spec, other)
+    assert any(d[0] == 1500 and d[3] == "duplicate-row" for d in found)
+    # The same rows without the duplicates in another train file: every line comes from the cache; a leak remains.
+    seen: set[str] = set()
+    unique = [line for line in lines if not (line.rstrip("\r\n") in seen or seen.add(line.rstrip("\r\n")))]
+    copy = open_doc(client, client.root / "train-copy.jsonl", "".join(unique))
+    found = _got(await diagnostics(client, copy))
+    assert found == _expected(unique, "train", client.spec, other)
+    assert [d[3] for d in found].count("train-eval-leak") == 1 and "duplicate-row" not in [
+        d[3] for d in found
+    ]

@@ -2,7 +2,8 @@
 
 An edit marks only the lines it touched (the LineDocument records them); after a short debounce those lines are
 re-checked with `validate.check_line` (cached by text, so moved or repeated lines cost a dict lookup) and the
-dataset-level findings (duplicates, train/eval leakage) are recomputed from the per-line fingerprints.
+dataset-level findings (duplicates, train/eval leakage) are recomputed from the per-line fingerprints. The pass on
+open (and any change of more than a few lines) checks in batches with `validate.check_lines` instead: same results.
 Push (`publishDiagnostics`) or pull (`textDocument/diagnostic`) is chosen from the client's capabilities.
 """
 
@@ -10,8 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import gc
+import itertools
 import logging
+import operator
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,12 +35,22 @@ logger = logging.getLogger(__name__)
 SOURCE = "machine"
 _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
 _CHUNK = 2000  # lines checked between yields to the event loop
+_FEW = 16  # at most this many lines to check: one at a time; more: batched (validate.check_lines)
 _CACHE_LIMIT = 400_000
+_strip_eol = operator.methodcaller("rstrip", "\r\n")  # strip_eol, called from C
+_result_of = operator.attrgetter("result")
+_diagnostics_of = operator.attrgetter("diagnostics")
+_findings_of = operator.attrgetter("findings")
+_fingerprint_of = operator.attrgetter("fingerprint")
+_prompt_key_of = operator.attrgetter("prompt_key")
+_count_into = Counter.update  # adds the items' counts to a dict (any dict: the C loop of collections.Counter)
 
 
-@dataclass(slots=True, eq=False)  # identity eq: `entries.index(None)` stays a C loop
-class LineEntry:
-    """A checked line: the core's result and its diagnostics with line 0 (shifted when published)."""
+class LineEntry(msgspec.Struct, eq=False, gc=False):
+    """A checked line: the core's result and its diagnostics with line 0 (shifted when published).
+
+    Identity eq: `entries.index(None)` stays a C loop. Built from C on a full pass, and never in a reference cycle,
+    hence gc=False: 100k tracked entries would make every collection walk them (~1/3 of a full pass)."""
 
     result: Any  # validate.LineResult
     diagnostics: tuple[types.Diagnostic, ...]
@@ -54,6 +69,7 @@ class LineIndex:
 
     def __init__(self, count: int) -> None:
         self.entries: list[LineEntry | None] = [None] * count
+        # Plain dicts of ints and strings: the garbage collector never tracks (walks) them, however large.
         self.fp_counts: dict[int, int] = {}
         self.prompt_counts: dict[str, int] = {}
         self.prompts_version = 0
@@ -85,6 +101,38 @@ class LineIndex:
         if entry.diagnostics:
             bisect.insort(self.diag_lines, line)
         return self._count(entry.result, +1)
+
+    def put_many(self, positions: Sequence[int], entries: list[LineEntry]) -> bool:
+        """`put` for many lines at once (the same state afterwards), with the counting done from C."""
+        if type(positions) is range and positions.step == 1:
+            self.entries[positions.start : positions.stop] = entries
+        else:
+            for position, entry in zip(positions, entries, strict=True):
+                self.entries[position] = entry
+        with_diagnostics = list(itertools.compress(positions, map(_diagnostics_of, entries)))
+        if with_diagnostics and type(positions) is not range:
+            with_diagnostics.sort()
+        if with_diagnostics:
+            lines = self.diag_lines
+            if not lines or lines[-1] <= with_diagnostics[0]:
+                lines += with_diagnostics
+            else:
+                self.diag_lines = sorted(lines + with_diagnostics)
+        results = list(map(_result_of, entries))
+        # A fingerprint already counted, or repeated among these lines, is a duplicate (put's `dirty`).
+        fp_counts = self.fp_counts
+        before = len(fp_counts)
+        _count_into(fp_counts, map(_fingerprint_of, results))
+        rows = len(results) - fp_counts.pop(None, 0)
+        dirty = len(fp_counts) - before < rows
+        keys = list(filter(None, map(_prompt_key_of, results)))
+        if keys:
+            prompt_counts = self.prompt_counts
+            before = len(prompt_counts)
+            _count_into(prompt_counts, keys)
+            self.prompts_version += len(prompt_counts) - before  # one step per prompt that appeared
+            self.touched_prompts.update(keys)
+        return dirty
 
     def _count(self, result, step: int) -> bool:
         dirty = False
@@ -137,7 +185,7 @@ class DiagnosticsFeature(LanguageFeature):
         super().__init__(server)
         self.docs: dict[str, DocState] = {}
         self.pull = False
-        self._cache: dict[tuple[str, str], LineEntry] = {}
+        self._cache: dict[str, dict[str, LineEntry]] = {}  # kind -> line text -> entry
 
     # -- wiring ---------------------------------------------------------------------------------------------
     def register(self) -> None:
@@ -303,38 +351,86 @@ class DiagnosticsFeature(LanguageFeature):
             self._dataset(state, doc.lines)
         if state.index is not None:
             state.index.touched_prompts.clear()
+        if checked > _CHUNK:
+            # A big pass allocates almost nothing the collector tracks, so its new 100k-slot lists (the index, the
+            # document's lines) are still in the youngest generation when it ends, and the first collection after
+            # it, typically in the next keystroke's check, walks them (~4 ms). Do that walk here, in the pass, and
+            # move them to the oldest generation, which is walked rarely.
+            gc.collect(1)
         state.last_check_ms = (time.perf_counter() - started) * 1000
         state.last_checked_lines = checked
         return True
 
     async def _fill(self, index: LineIndex, lines: Sequence[str], kind: str) -> _Filled:
-        """Check every line whose entry is None; yields to the loop every _CHUNK lines."""
-        cache = self._cache
-        if len(cache) > _CACHE_LIMIT:
-            cache.clear()
+        """Check every line whose entry is None, _CHUNK lines at a time (batched: validate.check_lines, the cache
+        and the counts are driven from C); yields to the loop after every full chunk."""
+        if sum(map(len, self._cache.values())) > _CACHE_LIMIT:
+            self._cache.clear()
         entries = index.entries
         filled = _Filled()
-        positions = range(len(entries)) if index.pending is None else index.pending
+        todo: Sequence[int]
+        if index.pending is None and entries.count(None) == len(entries):
+            todo = range(len(entries))
+        else:
+            positions = range(len(entries)) if index.pending is None else index.pending
+            todo = [position for position in positions if entries[position] is None]
         index.pending = []
-        for position in positions:
-            if entries[position] is not None:
-                continue
-            text = strip_eol(lines[position])
-            if position == 0 and text.startswith("\ufeff"):
-                entry = self._entry(text, lines[position], kind)  # the BOM rule depends on the position
-            else:
-                entry = cache.get((text, kind))
-                if entry is None:
-                    entry = self._entry(text, lines[position], kind)
-                    cache[(text, kind)] = entry
-            filled.dirty |= index.put(position, entry)
-            filled.count += 1
-            if filled.count % _CHUNK == 0:
+        if len(todo) <= _FEW:  # an edit: line by line (the batch set-up would cost more than the check)
+            cache = self._cache.setdefault(kind, {})
+            for position in todo:
+                text = strip_eol(lines[position])
+                if position == 0 and text.startswith("\ufeff"):
+                    entry = self._entry(text, lines[position], kind)  # the BOM rule depends on the position
+                else:
+                    entry = cache.get(text)
+                    if entry is None:
+                        entry = cache[text] = self._entry(text, lines[position], kind)
+                filled.dirty |= index.put(position, entry)
+            filled.count = len(todo)
+            return filled
+        for start in range(0, len(todo), _CHUNK):
+            chunk = todo[start : start + _CHUNK]
+            filled.dirty |= index.put_many(chunk, self._entries(chunk, lines, kind))
+            filled.count += len(chunk)
+            if len(chunk) == _CHUNK:
                 await asyncio.sleep(0)
         return filled
 
+    def _entries(self, positions: Sequence[int], lines: Sequence[str], kind: str) -> list[LineEntry]:
+        """Entries for lines `positions`: from the cache by text, else checked by validate.check_lines."""
+        cache = self._cache.setdefault(kind, {})
+        if type(positions) is range and positions.step == 1:
+            raw = lines[positions.start : positions.stop]
+        else:
+            raw = [lines[position] for position in positions]
+        texts = list(map(_strip_eol, raw))
+        found: list[LineEntry | None] = list(map(cache.get, texts))
+        if positions[0] == 0 and texts[0].startswith("\ufeff"):
+            found[0] = self._entry(texts[0], raw[0], kind)  # the BOM rule depends on the position: not cached
+        missing = found.count(None)
+        if not missing:
+            return found  # type: ignore[return-value]
+        if missing == len(found):
+            todo = range(len(found))
+            todo_texts = texts
+        else:
+            todo = [i for i, entry in enumerate(found) if entry is None]
+            todo_texts = [texts[i] for i in todo]
+        results = validate.check_lines(todo_texts, kind, fallback=_check_at_line_1)  # type: ignore[arg-type]
+        new = list(map(LineEntry, results, itertools.repeat(())))
+        for i in itertools.compress(range(len(results)), map(_findings_of, results)):
+            new[i] = self._entry_of(results[i], raw[todo[i]])
+        cache.update(zip(todo_texts, new, strict=True))
+        if type(todo) is range:
+            return new
+        for i, entry in zip(todo, new, strict=True):
+            found[i] = entry
+        return found  # type: ignore[return-value]
+
     def _entry(self, text: str, line: str, kind: str) -> LineEntry:
-        result = check_line(text, 1, kind)
+        return self._entry_of(check_line(text, 1, kind), line)
+
+    def _entry_of(self, result, line: str) -> LineEntry:
         codec = self.server.workspace.position_codec
         diagnostics = tuple(
             _to_diagnostic(codec, [line], finding, line_offset=0) for finding in result.findings
@@ -345,9 +441,15 @@ class DiagnosticsFeature(LanguageFeature):
         index = state.index
         if index is None:
             return
+        other = self._other_prompts(state)
+        duplicates = sum(index.fp_counts.values()) > len(index.fp_counts)
+        if not duplicates and not (other and not other.isdisjoint(index.prompt_counts)):
+            # The counts cover exactly the checked rows: no duplicate and no leaked prompt, so no finding.
+            state.dataset_findings, state.dataset = [], []
+            return
         results = [entry.result if entry is not None else None for entry in index.entries]
         codec = self.server.workspace.position_codec
-        findings = validate.dataset_findings(results, self._other_prompts(state))
+        findings = validate.dataset_findings(results, other)
         state.dataset_findings = findings
         state.dataset = [_to_diagnostic(codec, lines, f, line_offset=None) for f in findings]
 
@@ -442,6 +544,11 @@ class DiagnosticsFeature(LanguageFeature):
         if extra:
             result = msgspec.structs.replace(result, findings=[*result.findings, *extra])
         return result
+
+
+def _check_at_line_1(text: str, line_no: int, kind: str):
+    """check_lines' fallback: cached entries are checked as line 1 (and moved when published)."""
+    return check_line(text, 1, kind)
 
 
 def check_line(text: str, line_no: int, kind: str):
