@@ -244,6 +244,12 @@ async function main() {
   await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
 
   const quickInput = page.locator(".quick-input-widget");
+  // A quick input can be visible (its list drawn) a moment before it takes the keyboard: typing then would go
+  // into the editor. Wait until focus is inside the widget.
+  async function typeInQuickInput(text, options) {
+    await poll("keyboard focus in the quick input", () => page.evaluate(() => Boolean(document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+    await page.keyboard.type(text, options);
+  }
   async function quickOpen(keys, text, rowText = text) {
     // Close a quick input that is still open (only then: Escape in the editor would drop the selection).
     if (await quickInput.isVisible()) {
@@ -252,7 +258,7 @@ async function main() {
     }
     await page.keyboard.press(keys);
     await quickInput.waitFor({ state: "visible", timeout: 15_000 });
-    await page.keyboard.type(text, { delay: 15 });
+    await typeInQuickInput(text, { delay: 15 });
     const row = quickInput.locator(".monaco-list-row", { hasText: rowText }).first();
     await row.waitFor({ state: "visible", timeout: 20_000 });
     await page.keyboard.press("Enter");
@@ -267,7 +273,7 @@ async function main() {
   async function gotoLine(n) {
     await page.keyboard.press("Control+G");
     await quickInput.waitFor({ state: "visible", timeout: 10_000 });
-    await page.keyboard.type(String(n));
+    await typeInQuickInput(String(n));
     await page.keyboard.press("Enter");
     await sleep(300);
   }
@@ -331,7 +337,7 @@ async function main() {
   await menu.waitFor({ state: "visible", timeout: 20_000 });
   await menu.locator(".monaco-list-row", { hasText: "Tag as good with note" }).first().click();
   await quickInput.waitFor({ state: "visible", timeout: 10_000 });
-  await page.keyboard.type("terse and right");
+  await typeInQuickInput("terse and right");
   await shot("03-note-input");
   await page.keyboard.press("Enter");
   await poll("the store to hold 3 rows", () => storeRecords(ws).length === 3, 20_000);
@@ -362,10 +368,10 @@ async function main() {
   await sleep(500);
   await palette("Machine: Tag Selection");
   await quickInput.locator(".monaco-list-row", { hasText: "Good" }).first().waitFor({ timeout: 10_000 });
-  await page.keyboard.type("Good");
+  await typeInQuickInput("Good");
   await page.keyboard.press("Enter");
   await poll("the prompt input box", async () => /prompt/i.test(await quickInput.innerText()), 10_000);
-  await page.keyboard.type("How do I list files?");
+  await typeInQuickInput("How do I list files?");
   await page.keyboard.press("Enter");
   await poll("the store to hold 4 rows", () => storeRecords(ws).length === 4, 20_000);
   const sel = storeRecords(ws)[3];
@@ -419,10 +425,10 @@ async function main() {
   // 7. Compare two eval results: the panel shows the accuracy summary and the rows that flipped.
   await palette("Machine: Compare Results");
   await quickInput.locator(".monaco-list-row", { hasText: "baseline.json" }).first().waitFor({ timeout: 20_000 });
-  await page.keyboard.type("baseline.json");
+  await typeInQuickInput("baseline.json");
   await page.keyboard.press("Enter");
   await quickInput.locator(".monaco-list-row", { hasText: "step-10.json" }).first().waitFor({ timeout: 20_000 });
-  await page.keyboard.type("step-10.json");
+  await typeInQuickInput("step-10.json");
   await page.keyboard.press("Enter");
   const title = panelFrame.locator("#compare-title");
   await poll("the comparison in the panel", async () => /baseline → step-10/.test(await title.innerText()), 30_000);
@@ -475,6 +481,7 @@ async function main() {
   await palette("Preferences: Open User Settings");
   const settingsEditor = page.locator(".settings-editor");
   await settingsEditor.waitFor({ timeout: 20_000 });
+  await poll("keyboard focus in the settings search", () => page.evaluate(() => Boolean(document.activeElement?.closest(".settings-editor"))), 10_000, 50);
   await page.keyboard.type("machine.python", { delay: 10 });
   const pythonInput = settingsEditor.locator(".setting-item-contents", { hasText: "Python interpreter that has" }).locator("input").first();
   await pythonInput.waitFor({ timeout: 20_000 });
