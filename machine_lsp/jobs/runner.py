@@ -224,6 +224,13 @@ def _install_signal_handlers() -> None:
     signal.signal(signal.SIGINT, handler)
 
 
+def _end_setup_shield() -> None:
+    _Shield.depth -= 1
+    if _Shield.depth == 0 and _Shield.pending is not None:
+        signum, _Shield.pending = _Shield.pending, None
+        raise Cancelled(signum)
+
+
 def _block_signals() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -267,19 +274,21 @@ def run(
         return EXIT_CANCELLED
     args_dict = msgspec.to_builtins(args)
 
+    # From here until the run is recorded, a cancel is remembered rather than raised: raised in the middle of
+    # the set-up it would leave a manifest that says "running" forever.
+    _Shield.depth += 1
     try:
         run_dir, manifest = runs.create_run_dir(runs_dir_for(cwd), job, cwd=cwd, args=args_dict)
     except OSError as exc:
         sink.write(ev.Error(message=f"cannot create the run directory: {exc}", kind="input"))
         return EXIT_FAILED
-    except Cancelled:
-        return EXIT_CANCELLED
     sink.attach(run_dir / runs.EVENTS)
     tee = _StderrTee(run_dir / runs.STDERR)
     ctx = JobContext(job, run_dir, manifest, sink, cwd)
     code = EXIT_FAILED
     try:
         try:
+            _end_setup_shield()  # a cancel that arrived during set-up is honoured here, and recorded
             ctx.emit(ev.Start(job=job, run_id=manifest.id, run_dir=str(run_dir), message=f"{job} started"))
             log.info("%s started in %s (pid %d)", job, run_dir, os.getpid())
             result, message = verb(ctx, args)

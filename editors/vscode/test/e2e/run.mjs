@@ -247,7 +247,7 @@ async function main() {
   // A quick input can be visible (its list drawn) a moment before it takes the keyboard: typing then would go
   // into the editor. Wait until focus is inside the widget.
   async function typeInQuickInput(text, options) {
-    await poll("keyboard focus in the quick input", () => page.evaluate(() => Boolean(document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+    await poll("keyboard focus in the quick input", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
     await page.keyboard.type(text, options);
   }
   async function quickOpen(keys, text, rowText = text) {
@@ -406,12 +406,18 @@ async function main() {
   check("the Machine: Run panel drew the loss curve", /train-smoke .* step 2\/2 · loss/.test(legendText), legendText);
   await shot("06-run-panel");
 
-  // 6. Cancel a running job by clicking the status-bar item.
+  // 6. Cancel a running job by clicking the status-bar item. Click once the job has its run directory: a cancel
+  // in the first few hundred ms stops the child before it records anything (correct, but nothing to check).
+  const runsDir = path.join(ws, ".machine", "runs");
+  const runsBefore = new Set(fs.readdirSync(runsDir));
   await palette("Machine: Smoke Run");
   await poll("the second smoke run in the status bar", async () => ((await jobItem.isVisible()) && /train-smoke · (starting|step)/.test(await jobItem.innerText())) || undefined, 60_000, 200);
+  await poll("the second smoke run's start event", () => fs.readdirSync(runsDir).some((d) => {
+    const events = path.join(runsDir, d, "events.jsonl");
+    return !runsBefore.has(d) && fs.existsSync(events) && fs.readFileSync(events, "utf8").includes('"event":"start"');
+  }), 60_000, 100);
   await jobItem.click();
   await toast(/cancelled/i).waitFor({ timeout: 60_000 });
-  const runsDir = path.join(ws, ".machine", "runs");
   const cancelled = await poll("a cancelled run manifest", () => {
     for (const d of fs.readdirSync(runsDir)) {
       const m = path.join(runsDir, d, "manifest.json");
@@ -481,7 +487,7 @@ async function main() {
   await palette("Preferences: Open User Settings");
   const settingsEditor = page.locator(".settings-editor");
   await settingsEditor.waitFor({ timeout: 20_000 });
-  await poll("keyboard focus in the settings search", () => page.evaluate(() => Boolean(document.activeElement?.closest(".settings-editor"))), 10_000, 50);
+  await poll("keyboard focus in the settings search", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".settings-editor"))), 10_000, 50);
   await page.keyboard.type("machine.python", { delay: 10 });
   const pythonInput = settingsEditor.locator(".setting-item-contents", { hasText: "Python interpreter that has" }).locator("input").first();
   await pythonInput.waitFor({ timeout: 20_000 });
