@@ -17,7 +17,6 @@ Run: .venv/bin/python bench/eval_batched.py [--rounds 2] [--max-tokens 32] [--tr
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -32,23 +31,16 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from minimal_sft_rows import build_rows, messages  # noqa: E402  (bench/ is the script's own folder)
+
 from machine_lsp.core.schema import Message  # noqa: E402
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def load_rows() -> tuple[list[list[Message]], list[list[Message]]]:
-    path = REPO / "examples" / "minimal-sft" / "make_corpus.py"
-    spec = importlib.util.spec_from_file_location("minimal_sft_make_corpus", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    train, held = module.build_rows(0, 48, 24)
-
-    def msgs(items: list[dict]) -> list[Message]:
-        return [Message(role=m["role"], content=m["content"]) for m in items]
-
-    return [msgs(r["messages"]) for r in train], [msgs(r["messages"]) for r in held]
+    train, held = build_rows()
+    return [messages(r["messages"]) for r in train], [messages(r["messages"]) for r in held]
 
 
 def generate_one_at_a_time(

@@ -20,7 +20,6 @@ Run: .venv/bin/python bench/train_throughput.py [--rounds 3] [--skip-trl] [--ski
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import re
 import statistics
@@ -37,6 +36,8 @@ os.environ.setdefault("TINKER_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from minimal_sft_rows import build_rows, messages  # noqa: E402  (bench/ is the script's own folder)
+
 from machine_lsp.core.schema import Message  # noqa: E402
 
 MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -47,17 +48,8 @@ LR = 5e-4
 
 def load_rows() -> tuple[list[list[Message]], list[tuple[list[Message], str]]]:
     """(48 training conversations, 24 held-out (prompt, expected)) from examples/minimal-sft/make_corpus.py."""
-    path = REPO / "examples" / "minimal-sft" / "make_corpus.py"
-    spec = importlib.util.spec_from_file_location("minimal_sft_make_corpus", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    train, held = module.build_rows(0, 48, 24)
-
-    def msgs(items: list[dict]) -> list[Message]:
-        return [Message(role=m["role"], content=m["content"]) for m in items]
-
-    return [msgs(r["messages"]) for r in train], [(msgs(r["messages"]), r["expected"]) for r in held]
+    train, held = build_rows()
+    return [messages(r["messages"]) for r in train], [(messages(r["messages"]), r["expected"]) for r in held]
 
 
 def batches(items: list[Any], size: int) -> list[list[Any]]:

@@ -1328,6 +1328,13 @@ def prompt_keys(text: str, kind: Kind = "auto") -> set[str]:
     return _text_pass(text, kind, "<text>").prompt_keys()
 
 
+def _paired_prompts(other: str | None, other_prompts: set[str] | None, kind: Kind) -> set[str] | None:
+    """The paired train/eval file's user prompts, for leakage: given, derived from its text, or None."""
+    if other is not None and other_prompts is None:
+        return prompt_keys(other, "train" if kind == "eval" else "auto")
+    return other_prompts
+
+
 def validate_text(
     text: str,
     kind: Kind = "auto",
@@ -1339,8 +1346,7 @@ def validate_text(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Validate a whole JSONL text. `other` (or `other_prompts`) is the paired train/eval file, for leakage."""
-    if other is not None and other_prompts is None:
-        other_prompts = prompt_keys(other, "train" if kind == "eval" else "auto")
+    other_prompts = _paired_prompts(other, other_prompts, kind)
     run = _text_pass(text, kind, file, progress, want_prompts=other_prompts is not None)
     return _finish(run, other_prompts, other_name)
 
@@ -1440,8 +1446,7 @@ def validate_bytes(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Validate raw file bytes: BOM, invalid UTF-8 (each a finding, nothing dropped), CRLF; binary data raises."""
-    if other is not None and other_prompts is None:
-        other_prompts = prompt_keys(other, "train" if kind == "eval" else "auto")
+    other_prompts = _paired_prompts(other, other_prompts, kind)
     run = _bytes_pass(data, kind, file, progress, want_prompts=other_prompts is not None)
     return _finish(run, other_prompts, other_name)
 
