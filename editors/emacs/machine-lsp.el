@@ -1,0 +1,72 @@
+;;; machine-lsp.el --- eglot setup for machine-lsp  -*- lexical-binding: t; -*-
+
+;; Load this file (or copy its forms into your init file) to use machine-lsp from Emacs 28+ with eglot 1.9+.
+;; It gives .jsonl files a major mode, tells eglot which program serves it, shows the server's job progress
+;; (eglot 1.9 does not advertise `window.workDoneProgress' nor show `$/progress') and lets the tag actions
+;; that need text (a note, a rewrite, a prompt) ask for it in the minibuffer.
+;;
+;; Set `machine-lsp-command' first if `machine-lsp' is not on your PATH, e.g.
+;;   (setq machine-lsp-command '("/path/to/checkout/.venv/bin/machine-lsp"))
+
+;;; Code:
+
+(require 'eglot)
+(require 'cl-lib)
+
+(defvar machine-lsp-command '("machine-lsp")
+  "The command (a list) that starts the machine-lsp server on stdio.")
+
+(defvar machine-lsp-progress-hook nil
+  "Functions called with (TOKEN VALUE) for every `$/progress' notification of machine-lsp.")
+
+(define-derived-mode jsonl-mode prog-mode "JSONL"
+  "Major mode for JSON Lines files (one JSON value per line)."
+  (setq-local comment-start nil))
+
+(add-to-list 'auto-mode-alist '("\\.jsonl\\'" . jsonl-mode))
+
+(defclass machine-lsp-server (eglot-lsp-server) ()
+  :documentation "machine-lsp: progress reporting and prompting tag actions.")
+
+(add-to-list 'eglot-server-programs
+             `(jsonl-mode . (machine-lsp-server . ,(lambda (&rest _) machine-lsp-command))))
+
+(cl-defmethod eglot-client-capabilities ((server machine-lsp-server))
+  "Advertise work-done progress, so long jobs report through `$/progress'."
+  (let ((caps (cl-call-next-method)))
+    (plist-put caps :window '(:workDoneProgress t))))
+
+(cl-defmethod eglot-initialization-options ((_server machine-lsp-server))
+  "This client prompts for the text of note, rewrite and selection tags."
+  '(:machine (:clientPrompts t)))
+
+(cl-defmethod eglot-handle-request
+  ((_server machine-lsp-server) (_method (eql window/workDoneProgress/create)) &key _token)
+  "Accept a progress token the server creates."
+  nil)
+
+(cl-defmethod eglot-handle-notification
+  ((_server machine-lsp-server) (_method (eql $/progress)) &key token value)
+  "Show machine-lsp job progress in the echo area."
+  (run-hook-with-args 'machine-lsp-progress-hook token value)
+  (let ((title (plist-get value :title))
+        (message (plist-get value :message))
+        (percentage (plist-get value :percentage)))
+    (message "machine-lsp: %s%s%s"
+             (or title "")
+             (if message (concat " " message) "")
+             (if percentage (format " (%d%%)" percentage) ""))))
+
+(cl-defmethod eglot-execute-command ((server machine-lsp-server) command arguments)
+  "Ask for the text a tag action needs (its `ask' argument) before sending it."
+  (let ((args (and (vectorp arguments) (> (length arguments) 0) (aref arguments 0))))
+    (when (and (string= (format "%s" command) "machine.tag") (plist-get args :ask))
+      (let* ((field (plist-get args :ask))
+             (text (read-string (format "machine %s: " field))))
+        (when (string-empty-p text) (user-error "machine-lsp: nothing entered"))
+        (setq args (plist-put (copy-sequence args) (intern (concat ":" field)) text))
+        (setq arguments (vector args))))
+    (cl-call-next-method server command arguments)))
+
+(provide 'machine-lsp)
+;;; machine-lsp.el ends here

@@ -1,0 +1,78 @@
+"""Real headless Emacs 28 + eglot 1.9 (Debian's emacs-nox and elpa-eglot) driving machine-lsp through the
+documented setup in editors/emacs/machine-lsp.el."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.editor
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = Path(__file__).with_name("emacs_e2e.el")
+SETUP = ROOT / "editors" / "emacs" / "machine-lsp.el"
+SERVER = [sys.executable, "-m", "machine_lsp.lsp"]
+
+
+def test_emacs_eglot_end_to_end(tmp_path: Path) -> None:
+    emacs = shutil.which("emacs")
+    if not emacs:
+        reason = "Emacs is not installed (apt-get install emacs-nox elpa-eglot)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}: CI must run every editor test (scripts/setup-system.sh installs it)")
+        pytest.skip(reason)
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)  # eglot's project root
+    good = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "answer: 4"}]}
+    lines = [
+        json.dumps(good),
+        '{"messages": [{"role": "User", "content": "hi"}, {"role": "assistant", "content": "yo"}]}',
+        json.dumps({"messages": [{"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "6"}]}),
+        "{not json",
+    ]
+    (project / "train.jsonl").write_text("\n".join(lines) + "\n")
+    small = tmp_path / "small.jsonl"
+    small.write_text((json.dumps(good) + "\n") * 2000)
+    result_path = tmp_path / "result.json"
+    home = tmp_path / "home"
+    env = dict(
+        os.environ,
+        MACHINE_LSP_CMD=json.dumps(SERVER),
+        MACHINE_TEST_DIR=str(project),
+        MACHINE_SMALL_FILE=str(small),
+        MACHINE_SETUP=str(SETUP),
+        MACHINE_RESULT=str(result_path),
+        HOME=str(home),
+    )
+    proc = subprocess.run(
+        [emacs, "--batch", "-q", "-l", str(SCRIPT)],
+        env=env,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    result = json.loads(result_path.read_text())
+    assert result["ok"] is True, (json.dumps(result), proc.stderr[-3000:])
+    assert result["mode"] == "jsonl-mode"
+    # Line 2: the diagnostic covers the role value "User" (columns are right); line 4: the broken JSON.
+    diagnostics = {line: (column, text) for line, column, text in result["diagnostics"]}
+    assert sorted(diagnostics) == [2, 4]
+    assert diagnostics[2][1] == '"User"' and diagnostics[2][0] == lines[1].index('"User"')
+    assert result["store_rows"] == 1
+    assert result["store_rows_after_note"] == 2
+    stored = [json.loads(x) for x in (project / ".machine" / "tagged.jsonl").read_text().splitlines()]
+    assert [r["verdict"] for r in stored] == ["good", "good"]
+    assert stored[1]["note"] == "too terse" and stored[1]["source"]["line"] == 3
+    assert '"role": "user"' in result["row2_after_fix"]
+    assert [d[0] for d in result["diagnostics_after_fix"]] == [4]
+    assert result["validate_status"] == "done"
+    assert result["progress_kinds"][0] == "begin" and "end" in result["progress_kinds"]
