@@ -47,6 +47,14 @@ def checkpoint_name(address: str) -> str:
     return name or "checkpoint"
 
 
+def _check_result_name(name: str) -> str:
+    """The one name check of core.runs: a result name becomes eval_results/<name>.json, never a path outside."""
+    try:
+        return runs.check_name(name, "eval result name")
+    except ValueError as exc:
+        raise JobError(str(exc), kind="usage") from None
+
+
 def _engine_for(args: EvalArgs, configured: str) -> str:
     if args.engine:
         return args.engine
@@ -161,6 +169,7 @@ def _probe(ctx: JobContext, cfg: Any, sampler: Any) -> evals.ProbeResult:
 
 
 def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -> tuple[dict[str, Any], str]:
+    _check_result_name(name)
     started = time.perf_counter()
     cfg, engine_name, model, checkpoint = _setup(ctx, args)
     if not cfg.eval.data:
@@ -264,7 +273,7 @@ def eval_checkpoint(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], st
 def eval_probe(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
     started = time.perf_counter()
     cfg, engine_name, model, checkpoint = _setup(ctx, args)
-    name = args.name or (checkpoint_name(checkpoint) if checkpoint else "baseline")
+    name = _check_result_name(args.name or (checkpoint_name(checkpoint) if checkpoint else "baseline"))
     sampler = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
     loaded = time.perf_counter()
     probe = _probe(ctx, cfg, sampler)
