@@ -54,15 +54,23 @@ def everything_written(project: Path, *texts: str) -> str:
 # -- 5. the eval result name goes through the one name check ------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["../../x", "/tmp/elsewhere/x", ".."])
+@pytest.mark.parametrize(
+    ("verb", "name"),
+    [
+        ("eval-baseline", "../../x"),
+        ("eval-baseline", "/tmp/elsewhere/x"),
+        ("eval-baseline", ".."),
+        ("eval-probe", "../../x"),
+    ],
+)
 def test_eval_name_cannot_write_outside_the_project(
-    project: Path, run_job, job_env, tmp_path: Path, name: str
+    project: Path, run_job, job_env, tmp_path: Path, verb: str, name: str
 ) -> None:
     write_rows(project)
     before = sorted(p.name for p in tmp_path.parent.iterdir())
     code, events, err = run_job(
         project,
-        "eval-baseline",
+        verb,
         {"data": "eval.jsonl", "name": name},
         timeout=120,
         env=job_env(HOME=str(tmp_path)),
