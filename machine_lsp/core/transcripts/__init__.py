@@ -37,9 +37,8 @@ def read_text(path: Path, uri: str | None = None) -> str:
     """A transcript file's text, or TranscriptError saying precisely why it cannot be read."""
     uri = uri or path.absolute().as_uri()
     try:
-        data = read_regular(
-            path
-        )  # a FIFO or /dev/zero is refused, never read until it blocks or fills memory
+        # A FIFO or /dev/zero is refused, never read until it blocks or fills memory.
+        data = read_regular(path)
     except FileNotFoundError:
         raise TranscriptError(uri, "no such file") from None
     except IsADirectoryError:
