@@ -3,7 +3,8 @@
 Each area of the tool registers its own subcommands (see the REGISTRARS list) so that the parser is assembled
 from small modules rather than one long file. A registrar receives the top-level subparsers and the `train`
 group's subparsers and sets `func` on every parser it adds; `func(args) -> int` returns the exit code.
-Exit codes: 0 ok, 1 the data has errors, 2 bad usage or unreadable input.
+Exit codes (one rule for every verb): 0 ok, 1 findings in the data or a refused tag, 2 bad usage or unreadable
+input, 3 the store (or an output file) cannot be read or written (one-line store error), 130 interrupted/cancelled.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from machine_lsp import __version__
+from machine_lsp.core.store import StoreError
 
 # Modules that expose `register(sub, train_sub) -> None`. Missing modules are skipped so that areas can land
 # independently; an import error inside an existing module is a real bug and is raised.
@@ -23,6 +25,12 @@ REGISTRARS = [
     "machine_lsp.cli.validate_command",  # train validate
     "machine_lsp.cli.train_commands",  # train sft|smoke|run|eval ..., jobs
 ]
+
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+EXIT_STORE = 3
 
 
 class UsageError(Exception):
@@ -66,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args) or 0)
     except UsageError as exc:
         print(f"machine: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except StoreError as exc:  # any verb that reaches the store: one line, never a traceback
+        print(f"machine: store: {exc}", file=sys.stderr)
+        return EXIT_STORE
     except KeyboardInterrupt:
         print("machine: interrupted", file=sys.stderr)
         return 130

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,15 +14,28 @@ from rich.markup import escape
 from rich.table import Table
 
 from machine_lsp.core.export import export_pairs, export_sft
+from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
-from machine_lsp.core.store import Store, StoreError
+from machine_lsp.core.store import Store, StoreError, describe_os_error
 from machine_lsp.core.tagging import TagRefused, tag
 from machine_lsp.core.transcripts import TranscriptError, load_turns, turn_at
 from machine_lsp.core.transcripts.base import display_path
 
+# The CLI's exit-code rule (machine_lsp.cli.main): 0 ok, 1 findings/refused, 2 usage or unreadable input,
+# 3 the store (or an output file) cannot be read or written.
 EXIT_OK = 0
 EXIT_DATA = 1
 EXIT_USAGE = 2
+EXIT_STORE = 3
+
+
+class OutputError(Exception):
+    """`--out` cannot be written: bad usage (a directory, a missing folder; exit 2) or an I/O failure (disk full,
+    permission denied, a device that refuses the data; exit 3)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _out() -> Console:
@@ -97,7 +108,10 @@ def _guard(func: Callable[[], int]) -> int:
         return EXIT_USAGE
     except StoreError as exc:
         _err().print(f"[red]machine:[/red] store: {escape(str(exc))}")
-        return EXIT_USAGE
+        return EXIT_STORE
+    except OutputError as exc:
+        _err().print(f"[red]machine:[/red] {escape(str(exc))}")
+        return exc.code
     except TagRefused as exc:
         _err().print(f"[red]machine:[/red] {escape(str(exc))}")
         return EXIT_DATA
@@ -248,8 +262,15 @@ def _export_command(args: argparse.Namespace) -> int:
             what = "preference pairs"
         payload = b"".join(line + b"\n" for line in lines)
         if args.out is None:
-            sys.stdout.buffer.write(payload)
-            sys.stdout.flush()
+            try:
+                sys.stdout.buffer.write(payload)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as exc:  # stdout is /dev/full, a full disk, ...
+                raise OutputError(
+                    f"cannot write the export to stdout: {describe_os_error(exc)}", EXIT_STORE
+                ) from None
         else:
             _write_atomically(args.out, payload)
             _err().print(f"Wrote {len(lines)} {what} to {escape(str(args.out))}")
@@ -261,19 +282,13 @@ def _export_command(args: argparse.Namespace) -> int:
 
 
 def _write_atomically(path: Path, payload: bytes) -> None:
-    """Write via a temporary file and rename, so a crash never leaves half an export behind."""
-    directory = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise StoreError(f"--out {path} is a directory")
-    if not directory.is_dir():
-        raise StoreError(f"--out {path}: the folder {directory} does not exist")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    """Write via a temporary file and rename, so a crash never leaves half an export behind; a symlink is written
+    through and a device or FIFO written into (core.safe_files.write_output)."""
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+        write_output(path, payload)
+    except IsADirectoryError:
+        raise OutputError(f"--out {path} is a directory", EXIT_USAGE) from None
+    except FileNotFoundError:
+        raise OutputError(f"--out {path}: the folder {path.parent} does not exist", EXIT_USAGE) from None
+    except OSError as exc:
+        raise OutputError(f"cannot write --out {path}: {describe_os_error(exc)}", EXIT_STORE) from None

@@ -586,7 +586,11 @@ def _runs_dir() -> Path:
 
 
 def _jobs_list(args: argparse.Namespace) -> int:
-    items = runs.list_runs(_runs_dir())
+    try:
+        items = runs.list_runs(_runs_dir())
+    except OSError as exc:  # the runs dir is a symlink or not a directory: never followed
+        _err().print(f"[red]machine:[/] store: {escape(str(_runs_dir()))} {escape(exc.strerror or str(exc))}")
+        return 3
     if getattr(args, "json", False):
         import msgspec
 
@@ -641,7 +645,7 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
     if manifest.status != "running":
         _out().print(f"{manifest.id} is not running (status {manifest.status})")
         return EXIT_OK
-    if not runs.is_job_process(manifest.pid):
+    if not runs.job_alive(manifest):  # the same liveness rule as `jobs list` (core.runs.effective_status)
         _out().print(
             f"{manifest.id}: its process {manifest.pid} is gone (status {runs.effective_status(manifest)})"
         )

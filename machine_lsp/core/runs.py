@@ -2,7 +2,14 @@
 
 A manifest is rewritten atomically (temp file + rename) on every change so a reader never sees half a file.
 Status moves running -> done | failed | cancelled. A run whose manifest says running but whose process is gone
-(killed with SIGKILL, machine rebooted) is reported as ``lost`` by :func:`effective_status`.
+(killed with SIGKILL, machine rebooted) is reported as ``lost`` by :func:`effective_status`. One liveness rule,
+:func:`job_alive`, serves `jobs list` and `jobs cancel`: the manifest records the job process's start time
+(``pid_start``, from /proc/<pid>/stat) and a pid counts as the job only while that start time still matches, so a
+pid reused by another process is never taken for the job (nor signalled).
+
+Run ids and result names go through one name check, :func:`check_name`; :func:`find_run` and :func:`run_dir` only
+ever return a directory directly inside the runs dir, and the runs dir (and `.machine`) must be real directories,
+never symlinks. URLs with credentials are redacted in every manifest written (core.redact).
 """
 
 from __future__ import annotations
@@ -10,11 +17,16 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import os
+import re
 import secrets
+import time
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
+
+from machine_lsp.core.redact import redact_urls_bytes
+from machine_lsp.core.safe_files import check_real_dir
 
 RunStatus = Literal["running", "done", "failed", "cancelled"]
 MANIFEST = "manifest.json"
@@ -50,6 +62,7 @@ class RunManifest(msgspec.Struct):
     updated_at: str
     cwd: str
     pid: int
+    pid_start: int | None = None  # the job process's start time (clock ticks after boot, /proc/<pid>/stat)
     args: dict[str, Any] = msgspec.field(default_factory=dict)
     engine: str | None = None
     model: str | None = None
@@ -91,7 +104,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    data = msgspec.json.format(_enc.encode(obj), indent=2) + b"\n"
+    data = redact_urls_bytes(msgspec.json.format(_enc.encode(obj), indent=2) + b"\n")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as fh:
         fh.write(data)
@@ -110,8 +123,16 @@ def read_manifest(run_dir: Path) -> RunManifest:
     return msgspec.json.decode((run_dir / MANIFEST).read_bytes(), type=RunManifest)
 
 
+def check_runs_dir(runs_dir: Path) -> None:
+    """Raise (an OSError) when the runs dir or the `.machine` above it is a symlink or not a directory."""
+    check_real_dir(runs_dir.parent)
+    check_real_dir(runs_dir)
+
+
 def create_run_dir(runs_dir: Path, job: str, *, cwd: Path, args: dict[str, Any]) -> tuple[Path, RunManifest]:
+    check_runs_dir(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
+    check_runs_dir(runs_dir)
     for _ in range(10):
         run_id = new_run_id(job)
         run_dir = runs_dir / run_id
@@ -131,6 +152,7 @@ def create_run_dir(runs_dir: Path, job: str, *, cwd: Path, args: dict[str, Any])
         updated_at=stamp,
         cwd=str(cwd),
         pid=os.getpid(),
+        pid_start=process_start_ticks(os.getpid()),
         args=args,
     )
     write_manifest(run_dir, manifest)
@@ -155,8 +177,30 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def process_start_ticks(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks after boot (/proc/<pid>/stat field 22); None without /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # field 22 counts from 1 and the first two (pid, comm) are cut off above
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def process_started_monotonic() -> float:
+    """This process's start as a `time.monotonic()` value (now, where /proc cannot tell): time bounds promised
+    from a job's start count the interpreter's start-up too."""
+    ticks = process_start_ticks(os.getpid())
+    if ticks is None:
+        return time.monotonic()
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    if not 0 <= age < 24 * 3600:  # a clock that does not agree with /proc: do not guess
+        return time.monotonic()
+    return time.monotonic() - age
+
+
 def is_job_process(pid: int, run_id: str | None = None) -> bool:
-    """True when ``pid`` is alive and is a machine-lsp job process (guards against recycled pids)."""
+    """True when ``pid`` is alive and is a machine-lsp job process (by its command line)."""
     if not pid_alive(pid):
         return False
     try:
@@ -167,19 +211,37 @@ def is_job_process(pid: int, run_id: str | None = None) -> bool:
     return b"machine_lsp.jobs" in cmdline
 
 
+def job_alive(manifest: RunManifest) -> bool:
+    """Whether the run's own process is still running - the one liveness rule for `jobs list` and `jobs cancel`.
+
+    The pid must be alive and be the same process: its start time must equal the one recorded in the manifest
+    (a reused pid has another); manifests written before start times were recorded fall back to the command line.
+    """
+    if not pid_alive(manifest.pid):
+        return False
+    if manifest.pid_start is not None:
+        started = process_start_ticks(manifest.pid)
+        if started is not None:
+            return started == manifest.pid_start
+    return is_job_process(manifest.pid)
+
+
 def effective_status(manifest: RunManifest) -> str:
-    """The manifest status, or ``lost`` when it says running but its process is gone."""
-    if manifest.status == "running" and not pid_alive(manifest.pid):
+    """The manifest status, or ``lost`` when it says running but its process is gone (see job_alive)."""
+    if manifest.status == "running" and not job_alive(manifest):
         return "lost"
     return manifest.status
 
 
 def list_runs(runs_dir: Path) -> list[tuple[Path, RunManifest | None]]:
-    """Every run directory, newest first; the manifest is None when unreadable."""
+    """Every run directory, newest first; the manifest is None when unreadable. Raises OSError when the runs dir
+    is a symlink (it is never followed)."""
+    check_runs_dir(runs_dir)
     if not runs_dir.is_dir():
         return []
     out: list[tuple[Path, RunManifest | None]] = []
-    for run_dir in sorted((p for p in runs_dir.iterdir() if p.is_dir()), key=lambda p: p.name, reverse=True):
+    dirs = (p for p in runs_dir.iterdir() if p.is_dir() and not p.is_symlink())
+    for run_dir in sorted(dirs, key=lambda p: p.name, reverse=True):
         try:
             out.append((run_dir, read_manifest(run_dir)))
         except (OSError, msgspec.MsgspecError):
@@ -187,13 +249,51 @@ def list_runs(runs_dir: Path) -> list[tuple[Path, RunManifest | None]]:
     return out
 
 
+# A run id or result name: a single path component, no hidden files, nothing a shell or a path would bend.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+
+
+def check_name(name: str, what: str = "run id") -> str:
+    """`name` when it is a safe single file name (a run id, an eval result name); ValueError saying why not.
+
+    The one check for every name that becomes a path under `.machine/runs/` or `eval_results/`: no separators,
+    no `..`, no leading dot or dash, at most 128 characters of letters, digits and `_ . + -`.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            f"{what} {name!r} is not a valid name: use letters, digits and _ . + - "
+            "(no '/', no '..', not starting with '.' or '-', at most 128 characters)"
+        )
+    return name
+
+
+def run_dir(runs_dir: Path, run_id: str) -> Path:
+    """The directory of run `run_id` (checked with check_name) inside `runs_dir`."""
+    return runs_dir / check_name(run_id)
+
+
 def find_run(runs_dir: Path, ref: str) -> Path:
-    """A run dir by id, unique id prefix or suffix, or path. Raises LookupError with the reason."""
-    p = Path(ref)
-    if p.is_dir() and (p / MANIFEST).exists():
-        return p
-    exact = runs_dir / ref
-    if exact.is_dir():
+    """A run dir by id, unique id prefix or suffix, or a path to a run directly inside `runs_dir`.
+    Raises LookupError with the reason; a ref that points outside the runs dir is refused."""
+    try:
+        check_runs_dir(runs_dir)
+    except OSError as exc:
+        raise LookupError(f"{runs_dir}: {exc.strerror or exc}; the runs dir is never followed") from None
+    if "/" in ref or os.sep in ref:
+        candidate = Path(ref).absolute()
+        if (
+            candidate.parent.resolve() != runs_dir.resolve()
+            or candidate.is_symlink()
+            or not candidate.is_dir()
+        ):
+            raise LookupError(f"{ref!r} is not a run directory inside {runs_dir}")
+        ref = candidate.name
+    try:
+        check_name(ref)
+    except ValueError as exc:
+        raise LookupError(str(exc)) from None
+    exact = run_dir(runs_dir, ref)
+    if exact.is_dir() and not exact.is_symlink():
         return exact
     matches = [d for d, _ in list_runs(runs_dir) if d.name.startswith(ref) or d.name.endswith(ref)]
     if not matches:
@@ -211,7 +311,11 @@ TRAINING_JOBS = ("train-run", "train_sft.py")
 
 def latest_checkpoint(runs_dir: Path) -> str:
     """The newest training run's last checkpoint address (what `latest` names); LookupError when none."""
-    for _run_dir, manifest in list_runs(runs_dir):
+    try:
+        found = list_runs(runs_dir)
+    except OSError as exc:
+        raise LookupError(f"{runs_dir}: {exc.strerror or exc}") from None
+    for _run_dir, manifest in found:
         if manifest is not None and manifest.job in TRAINING_JOBS and manifest.last_checkpoint:
             return manifest.last_checkpoint
     raise LookupError(f"no training run with a checkpoint in {runs_dir}: run `machine train run` first")

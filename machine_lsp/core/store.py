@@ -1,13 +1,22 @@
 """The Machine store: `.machine/` at the project root, tagged turns in `.machine/tagged.jsonl`.
 
 Durability rules: every append is one `os.write` of a whole line while holding an exclusive `fcntl.flock` on the
-file, followed by `fsync`, so concurrent taggers never interleave. A crash can still leave a torn last line (no
-trailing newline); the next reader or writer moves it aside to `tagged.jsonl.torn-<timestamp>` and records a
-warning, so it is never silently dropped or merged into the next record.
+file, followed by `fsync`, so concurrent taggers never interleave. The duplicate check of a tag happens under that
+same lock, so two processes tagging one turn at once store it once. A write that fails (disk full) is cut back to
+where the file ended, so nothing earlier is lost and no half line stays behind.
+
+A crash can still leave a torn last line (no trailing newline). Readers skip it with a warning and never write;
+the next writer moves it aside to `tagged.jsonl.torn-<timestamp>` (kept for the user), so it is never silently
+dropped or glued to the next record.
+
+Safety: `.machine`, `tagged.jsonl` and the runs dir are opened without following symlinks (`O_NOFOLLOW`) and
+must be a real directory / regular file; reads open the file read-only, so a read-only store can be read. Every
+problem is a StoreError with a one-line message (the CLI exits 3).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from collections.abc import Iterator, Sequence
@@ -17,6 +26,7 @@ from pathlib import Path
 
 import msgspec
 
+from machine_lsp.core.safe_files import NotRegularFile, open_store_dir, open_store_file
 from machine_lsp.core.schema import Message, TagRecord, Verdict, decode_tag_record, encode
 
 MACHINE_DIR = ".machine"
@@ -27,6 +37,22 @@ MACHINE_HOME_ENV = "MACHINE_HOME"
 
 class StoreError(Exception):
     """The store cannot be read or written (permissions, a file where a directory should be, ...)."""
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """A short reason for an OSError, in words a person acts on."""
+    if isinstance(exc, NotRegularFile):
+        return exc.strerror or str(exc)
+    if exc.errno in _NO_SPACE:
+        return f"the disk is full ({exc.strerror})"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    return exc.strerror or str(exc)
 
 
 class StoreCounts(msgspec.Struct):
@@ -45,7 +71,8 @@ def find_machine_dir(start: Path | None = None) -> Path:
     """
     override = os.environ.get(MACHINE_HOME_ENV)
     if override:
-        return Path(override).expanduser().absolute()
+        # The user's own setting: a link there is theirs, so resolve it (a discovered `.machine` never is).
+        return Path(override).expanduser().resolve()
     here = (start or Path.cwd()).absolute()
     if here.is_file():
         here = here.parent
@@ -88,27 +115,56 @@ class Store:
     # -- writing --------------------------------------------------------------------------------------------
 
     def append(self, record: TagRecord) -> TagRecord:
+        """Append `record` (no duplicate check)."""
+        self._append(record, check_duplicate=False)
+        return record
+
+    def append_new(self, record: TagRecord) -> TagRecord | None:
+        """Append `record` unless a record holding the same conversation with the same verdict is already stored;
+        return that one instead (None when `record` was appended). Check and append are one step under the
+        exclusive lock, so concurrent taggers of one turn store it once."""
+        return self._append(record, check_duplicate=True)
+
+    def _append(self, record: TagRecord, *, check_duplicate: bool) -> TagRecord | None:
         line = encode(record) + b"\n"
-        self._ensure_root()
-        with self._locked(fcntl.LOCK_EX, create=True) as fd:
-            assert fd is not None
+        with self._opened(write=True) as (root_fd, fd):
+            assert root_fd is not None and fd is not None
+            fcntl.flock(fd, fcntl.LOCK_EX)
             # A torn tail must be moved aside first, or this line would be glued onto it.
-            self._repair_torn_tail_locked(fd)
-            written = os.write(fd, line)
-            # A short write on a regular file is rare (disk full, a signal); finish the line before unlocking.
-            while written < len(line):
-                written += os.write(fd, line[written:])
+            self._repair_torn_tail_locked(root_fd, fd)
+            if check_duplicate:
+                existing = _find_same(_read_all(fd), record.messages, record.verdict)
+                if existing is not None:
+                    return existing
+            size = os.fstat(fd).st_size
+            try:
+                _write_all(fd, line)
+            except OSError as exc:
+                # Disk full or similar: cut the half line back off so the file ends where it did.
+                try:
+                    os.ftruncate(fd, size)
+                    left = "nothing was added, earlier records are intact"
+                except OSError:
+                    left = "a partial line may remain; the next tag moves it aside"
+                raise StoreError(
+                    f"cannot write {self.tagged_path}: {describe_os_error(exc)}; {left}"
+                ) from None
             # The line is whole in the file: let the next writer in while this one waits for the disk.
             fcntl.flock(fd, fcntl.LOCK_UN)
-            os.fsync(fd)
-        return record
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise StoreError(
+                    f"{self.tagged_path}: the record was written but not flushed to disk: {describe_os_error(exc)}"
+                ) from None
+        return None
 
     # -- reading --------------------------------------------------------------------------------------------
 
     def records(self) -> list[TagRecord]:
-        """Every whole record, in file order. Repairs a torn tail first; lines that do not decode stay in the
-        file and are reported in `warnings`."""
-        data = self._read_repairing()
+        """Every whole record, in file order. Never writes: a torn tail is skipped with a warning (the next append
+        moves it aside); lines that do not decode stay in the file and are reported in `warnings`."""
+        data = self._read()
         records: list[TagRecord] = []
         for line_no, raw in enumerate(data.split(b"\n"), start=1):
             if not raw.strip():
@@ -121,11 +177,7 @@ class Store:
 
     def find_same(self, messages: Sequence[Message], verdict: Verdict) -> TagRecord | None:
         """The record already holding this exact conversation with this verdict, if any."""
-        key = _conversation_key(messages)
-        for record in self.records():
-            if record.verdict == verdict and _conversation_key(record.messages) == key:
-                return record
-        return None
+        return _find_same(self._read(), messages, verdict)
 
     def counts(self, records: Sequence[TagRecord] | None = None) -> StoreCounts:
         counts = StoreCounts()
@@ -143,9 +195,14 @@ class Store:
 
     def torn_files(self) -> list[Path]:
         """Torn tails moved aside so far (they are kept for the user to inspect)."""
-        if not self.root.is_dir():
+        root_fd = self._open_root(create=False)
+        if root_fd is None:
             return []
-        return sorted(self.root.glob(f"{TAGGED_FILE}.torn-*"))
+        try:
+            names = os.listdir(root_fd)
+        finally:
+            os.close(root_fd)
+        return sorted(self.root / name for name in names if name.startswith(f"{TAGGED_FILE}.torn-"))
 
     # -- internals ------------------------------------------------------------------------------------------
 
@@ -153,62 +210,79 @@ class Store:
         if message not in self.warnings:
             self.warnings.append(message)
 
-    def _ensure_root(self) -> None:
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the store at {self.root}: {exc.strerror or exc}") from None
-        if not self.root.is_dir():
-            raise StoreError(f"{self.root} is not a directory")
+    def _error(self, path: Path, exc: OSError, action: str) -> StoreError:
+        if isinstance(exc, NotRegularFile):
+            return StoreError(f"{path} {exc.strerror}; the store never follows links or reads special files")
+        return StoreError(f"cannot {action} {path}: {describe_os_error(exc)}")
 
-    @contextmanager
-    def _locked(self, mode: int, *, create: bool = False) -> Iterator[int | None]:
-        """Open tagged.jsonl and hold a flock on it; yields None when the file does not exist (and create=False)."""
-        flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+    def _open_root(self, *, create: bool) -> int | None:
+        """A descriptor of `.machine` (never through a symlink); None when it does not exist and create=False."""
+        if create:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:
+                pass  # a file or a link where the directory should be: reported just below
+            except OSError as exc:
+                raise self._error(self.root, exc, "create the store at") from None
         try:
-            fd = os.open(self.tagged_path, flags, 0o644)
+            return open_store_dir(self.root)
         except FileNotFoundError:
             if create:
-                raise StoreError(f"cannot create {self.tagged_path}") from None
-            yield None
-            return
-        except IsADirectoryError:
-            raise StoreError(f"{self.tagged_path} is a directory, expected a JSONL file") from None
-        except PermissionError:
-            if create or mode == fcntl.LOCK_EX:
-                raise StoreError(f"cannot write {self.tagged_path}: permission denied") from None
-            fd = self._open_read_only()
-        try:
-            fcntl.flock(fd, mode)
-            yield fd
-        finally:
-            os.close(fd)  # closing releases the flock
-
-    def _open_read_only(self) -> int:
-        try:
-            return os.open(self.tagged_path, os.O_RDONLY)
+                raise StoreError(f"cannot create the store at {self.root}") from None
+            return None
         except OSError as exc:
-            raise StoreError(f"cannot read {self.tagged_path}: {exc.strerror or exc}") from None
+            raise self._error(self.root, exc, "open the store at") from None
 
-    def _read_repairing(self) -> bytes:
-        with self._locked(fcntl.LOCK_SH) as fd:
+    @contextmanager
+    def _opened(self, *, write: bool) -> Iterator[tuple[int | None, int | None]]:
+        """(root fd, tagged.jsonl fd), unlocked; (None, None) when there is nothing to read yet. Reads open the
+        file read-only; writes create the store and the file."""
+        root_fd = self._open_root(create=write)
+        if root_fd is None:
+            yield None, None
+            return
+        try:
+            flags = (os.O_RDWR | os.O_APPEND | os.O_CREAT) if write else os.O_RDONLY
+            try:
+                fd = open_store_file(root_fd, TAGGED_FILE, flags, self.tagged_path)
+            except FileNotFoundError:
+                if write:
+                    raise StoreError(f"cannot create {self.tagged_path}") from None
+                yield root_fd, None
+                return
+            except OSError as exc:
+                raise self._error(self.tagged_path, exc, "write" if write else "read") from None
+            try:
+                yield root_fd, fd
+            finally:
+                os.close(fd)  # closing releases the flock
+        finally:
+            os.close(root_fd)
+
+    def _read(self) -> bytes:
+        """The file's whole lines (plus a torn last line that is a whole record lacking only its newline)."""
+        with self._opened(write=False) as (_root_fd, fd):
             if fd is None:
                 return b""
-            data = _read_all(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                data = _read_all(fd)
+            except OSError as exc:
+                raise self._error(self.tagged_path, exc, "read") from None
         if not data or data.endswith(b"\n"):
             return data
-        # Torn tail: take the exclusive lock (re-checking, another process may have repaired it meanwhile).
-        try:
-            with self._locked(fcntl.LOCK_EX) as fd:
-                if fd is None:
-                    return b""
-                self._repair_torn_tail_locked(fd)
-                return _read_all(fd)
-        except (StoreError, OSError) as exc:
-            self._warn(f"{self.tagged_path}: torn last line left in place and skipped: {exc}")
-            return data[: data.rfind(b"\n") + 1]
+        cut = data.rfind(b"\n") + 1
+        tail = data[cut:]
+        if _is_record(tail):
+            return data + b"\n"  # a hand-edited file: the record is whole, only its newline is missing
+        line_no = data.count(b"\n") + 1
+        self._warn(
+            f"{self.tagged_path}:{line_no}: torn last line ({len(tail)} bytes, an interrupted write) skipped; "
+            "the next tag moves it aside"
+        )
+        return data[:cut]
 
-    def _repair_torn_tail_locked(self, fd: int) -> None:
+    def _repair_torn_tail_locked(self, root_fd: int, fd: int) -> None:
         """With the exclusive lock held: if the file does not end in a newline, deal with the last line."""
         size = os.fstat(fd).st_size
         if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
@@ -217,32 +291,78 @@ class Store:
         cut = data.rfind(b"\n") + 1  # 0 when the whole file is one unterminated line
         tail = data[cut:]
         try:
-            decode_tag_record(tail)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            pass
-        else:
-            # A whole record that only lacks its newline (hand-edited file): complete it rather than move it.
-            os.write(fd, b"\n")
+            if _is_record(tail):
+                # A whole record that only lacks its newline (hand-edited file): complete it rather than move it.
+                _write_all(fd, b"\n")
+                os.fsync(fd)
+                return
+            torn_name = self._save_torn_tail(root_fd, tail)
+            os.ftruncate(fd, cut)
             os.fsync(fd)
-            return
-        torn_path = self.root / f"{TAGGED_FILE}.torn-{_timestamp()}"
-        suffix = 1
-        while torn_path.exists():
-            torn_path = self.root / f"{TAGGED_FILE}.torn-{_timestamp()}-{suffix}"
-            suffix += 1
-        torn_fd = os.open(torn_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(torn_fd, tail)
-            os.fsync(torn_fd)
-        finally:
-            os.close(torn_fd)
-        os.ftruncate(fd, cut)
-        os.fsync(fd)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot repair the torn last line of {self.tagged_path}: {describe_os_error(exc)}; "
+                "nothing was added"
+            ) from None
         line_no = data[:cut].count(b"\n") + 1
         self._warn(
             f"{self.tagged_path}:{line_no}: torn last line ({len(tail)} bytes, an interrupted write) "
-            f"moved aside to {torn_path.name}"
+            f"moved aside to {torn_name}"
         )
+
+    def _save_torn_tail(self, root_fd: int, tail: bytes) -> str:
+        """Write the torn tail to a new `tagged.jsonl.torn-*` file; on failure leave no file behind."""
+        stamp = _timestamp()
+        for suffix in range(1000):
+            name = f"{TAGGED_FILE}.torn-{stamp}" + (f"-{suffix}" if suffix else "")
+            try:
+                torn_fd = os.open(
+                    name,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o644,
+                    dir_fd=root_fd,
+                )
+            except FileExistsError:
+                continue
+            try:
+                _write_all(torn_fd, tail)
+                os.fsync(torn_fd)
+            except OSError:
+                os.unlink(name, dir_fd=root_fd)  # an empty or partial copy helps nobody
+                raise
+            finally:
+                os.close(torn_fd)
+            return name
+        raise OSError(errno.EEXIST, "too many torn files with the same timestamp")
+
+
+def _is_record(raw: bytes) -> bool:
+    try:
+        decode_tag_record(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return True
+
+
+def _find_same(data: bytes, messages: Sequence[Message], verdict: Verdict) -> TagRecord | None:
+    key = _conversation_key(messages)
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            record = decode_tag_record(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        if record.verdict == verdict and _conversation_key(record.messages) == key:
+            return record
+    return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # One write for the whole line; a short write on a regular file is rare (disk full, a signal): finish it.
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _read_all(fd: int) -> bytes:

@@ -87,10 +87,11 @@ def tag(
     """Tag `turn` good or bad in `store`.
 
     Refuses good on a blocked turn (stopReason error/aborted, empty reply) with the reason; the same
-    conversation tagged with the same verdict again is reported as a duplicate, not appended.
+    conversation tagged with the same verdict again is reported as a duplicate, not appended (checked under the
+    append's lock, so concurrent taggers of one turn store it once).
     """
     record = build_record(turn, verdict, note=note, rewrite=rewrite, trace=trace)
-    existing = store.find_same(record.messages, verdict)
+    existing = store.append_new(record)
     if existing is not None:
         return TagResult(record=existing, duplicate_of=existing.id)
-    return TagResult(record=store.append(record))
+    return TagResult(record=record)

@@ -1457,7 +1457,9 @@ def read_input(path: str | Path) -> bytes:
     try:
         if p.is_dir():
             raise UnreadableFile(f"{p}: is a directory, not a JSONL file")
-        data = p.read_bytes()
+        from machine_lsp.core.safe_files import read_regular
+
+        data = read_regular(p)  # a FIFO or /dev/zero is refused, never read until it blocks or fills memory
     except FileNotFoundError:
         raise UnreadableFile(f"{p}: no such file") from None
     except PermissionError:

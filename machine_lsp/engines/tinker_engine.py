@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from machine_lsp.core.redact import redact_url, redact_urls
+from machine_lsp.core.runs import process_started_monotonic
 from machine_lsp.engines import render
 from machine_lsp.engines.base import TINKER_SCHEME, EngineError, LoraSettings, StepStats
 
@@ -72,11 +74,12 @@ def _scrub(text: str) -> str:
     key = os.environ.get(KEY_ENV)
     if key and len(key) >= 4:
         text = text.replace(key, "<redacted>")
-    return text
+    return redact_urls(text)  # and credentials in a URL (TINKER_BASE_URL=https://user:secret@host)
 
 
 def _bounded(fn: Callable[[], T], timeout: float, what: str, url: str) -> T:
     """Run a blocking SDK call in a daemon thread; raise TinkerUnavailable(timeout) if it does not finish in time."""
+    url = redact_url(url)
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -101,6 +104,7 @@ def _bounded(fn: Callable[[], T], timeout: float, what: str, url: str) -> T:
 
 def _translate(exc: BaseException, what: str, url: str) -> BaseException:
     """SDK exceptions -> precise, key-free TinkerUnavailable/EngineError; anything else unchanged."""
+    url = redact_url(url)
     if isinstance(exc, EngineError):
         return exc
     try:
@@ -137,6 +141,7 @@ def _translate(exc: BaseException, what: str, url: str) -> BaseException:
 def check_reachable(url: str, timeout: float = 5.0) -> None:
     """A TCP connection to the service's host and port, so a dead endpoint is reported in seconds."""
     parsed = urllib.parse.urlparse(url)
+    url = redact_url(url)  # for the messages below
     if parsed.scheme not in {"http", "https"} or not parsed.hostname:
         raise TinkerUnavailable(f"{URL_ENV}={url!r} is not an http(s) URL", "error")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -176,14 +181,18 @@ def check_key_format() -> None:
         )
 
 
-def preflight(url: str | None = None, timeout: float = PREFLIGHT_TIMEOUT_S) -> PreflightResult:
-    """Check, within `timeout` seconds, that training on Tinker can start; raise TinkerUnavailable otherwise.
+def preflight(
+    url: str | None = None, timeout: float = PREFLIGHT_TIMEOUT_S, started: float | None = None
+) -> PreflightResult:
+    """Check, within `timeout` seconds of `started` (a time.monotonic() value, default now), that training on
+    Tinker can start; raise TinkerUnavailable otherwise.
 
     Order: key format; the SDK's own credential resolution (missing key fails there at once, before any network);
     a TCP connection to the endpoint; then one authenticated request (the server's capabilities).
     """
-    started = time.monotonic()
+    started = time.monotonic() if started is None else started
     url = resolve_base_url(url)
+    shown = redact_url(url)
     check_key_format()
     import tinker
 
@@ -205,19 +214,19 @@ def preflight(url: str | None = None, timeout: float = PREFLIGHT_TIMEOUT_S) -> P
     worker.start()
     worker.join(min(1.0, timeout / 4))  # credential errors surface here, before any network
     if "error" in box:
-        raise _translate(box["error"], "preflight", url) from None
+        raise _translate(box["error"], "preflight", shown) from None
     if worker.is_alive():
         check_reachable(url, timeout=max(0.5, min(5.0, deadline - time.monotonic())))
         worker.join(max(0.0, deadline - time.monotonic()))
     if worker.is_alive():
         raise TinkerUnavailable(
-            f"Tinker at {url} accepted a connection but did not answer within {timeout:.0f} s; "
+            f"Tinker at {shown} accepted a connection but did not answer within {timeout:.0f} s; "
             "the service may be down or overloaded, try again later",
             "timeout",
         )
     if "error" in box:
-        raise _translate(box["error"], "preflight", url) from None
-    return PreflightResult(base_url=url, seconds=time.monotonic() - started, models=box.get("value"))
+        raise _translate(box["error"], "preflight", shown) from None
+    return PreflightResult(base_url=shown, seconds=time.monotonic() - started, models=box.get("value"))
 
 
 def split_tinker_path(address: str) -> tuple[str, str, str]:
@@ -265,7 +274,8 @@ class TinkerEngine:
         **_ignored: Any,
     ) -> None:
         os.environ.setdefault("TINKER_TELEMETRY", "0")
-        self.base_url = resolve_base_url(base_url)
+        self.service_url = resolve_base_url(base_url)  # what the SDK is given
+        self.base_url = redact_url(self.service_url)  # what is printed and recorded: no credentials
         self.preflight_timeout = preflight_timeout
         self.call_timeout = call_timeout
         self.create_timeout = create_timeout
@@ -288,19 +298,21 @@ class TinkerEngine:
 
     # -- service --------------------------------------------------------------------------------------------
 
-    def preflight(self) -> PreflightResult:
-        result = preflight(self.base_url, self.preflight_timeout)
+    def preflight(self, *, from_process_start: bool = True) -> PreflightResult:
+        # Called at a job's start: the promised bound counts from the job process's start (its start-up too).
+        started = process_started_monotonic() if from_process_start else None
+        result = preflight(self.service_url, self.preflight_timeout, started=started)
         self._checked = True
         return result
 
     def service(self) -> Any:
         if not self._checked:
-            self.preflight()
+            self.preflight(from_process_start=False)
         if self._service is None:
             import tinker
 
             self._service = _bounded(
-                lambda: tinker.ServiceClient(base_url=self.base_url),
+                lambda: tinker.ServiceClient(base_url=self.service_url),
                 self.preflight_timeout,
                 "session",
                 self.base_url,

@@ -47,6 +47,15 @@ def checkpoint_name(address: str) -> str:
     return name or "checkpoint"
 
 
+def _check_result_name(name: str) -> str:
+    """The one name check of core.runs: a given result name becomes eval_results/<name>.json, never a path
+    outside (a name derived from a checkpoint address is its last path component already)."""
+    try:
+        return runs.check_name(name, "eval result name")
+    except ValueError as exc:
+        raise JobError(str(exc), kind="usage") from None
+
+
 def _engine_for(args: EvalArgs, configured: str) -> str:
     if args.engine:
         return args.engine
@@ -161,6 +170,8 @@ def _probe(ctx: JobContext, cfg: Any, sampler: Any) -> evals.ProbeResult:
 
 
 def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -> tuple[dict[str, Any], str]:
+    if args.name is not None:
+        _check_result_name(args.name)
     started = time.perf_counter()
     cfg, engine_name, model, checkpoint = _setup(ctx, args)
     if not cfg.eval.data:
@@ -262,6 +273,8 @@ def eval_checkpoint(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], st
 
 
 def eval_probe(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
+    if args.name is not None:
+        _check_result_name(args.name)
     started = time.perf_counter()
     cfg, engine_name, model, checkpoint = _setup(ctx, args)
     name = args.name or (checkpoint_name(checkpoint) if checkpoint else "baseline")

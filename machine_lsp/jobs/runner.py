@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 from machine_lsp.core import runs
+from machine_lsp.core.redact import redact_urls_bytes
 from machine_lsp.jobs import events as ev
 
 log = logging.getLogger("machine_lsp.jobs")
@@ -69,7 +70,7 @@ class _EventSink:
         self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the job
 
     def write(self, event: ev.Event) -> None:
-        line = ev.encode_event(event)
+        line = redact_urls_bytes(ev.encode_event(event))  # no URL credentials in the stream or events.jsonl
         with self._lock:
             if self._fd is not None:
                 try:
@@ -116,6 +117,7 @@ class _StderrTee:
                 break
             if not chunk:
                 break
+            chunk = redact_urls_bytes(chunk)  # no URL credentials in stderr.log or on the parent's stderr
             with contextlib.suppress(OSError):
                 _write_all(self._saved, chunk)
             with contextlib.suppress(OSError, ValueError):

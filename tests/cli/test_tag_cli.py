@@ -154,9 +154,14 @@ def test_data_reports_a_torn_tail(project: Path, capsys: pytest.CaptureFixture[s
     run(capsys, "good", "--from", f"{CHAT}:1")
     with open(project / ".machine" / "tagged.jsonl", "ab") as handle:
         handle.write(b'{"id":"interrupted","verd')
+    before = (project / ".machine" / "tagged.jsonl").read_bytes()
     code, out, err = run(capsys, "data")
     assert code == 0 and "tagged: 1" in out
-    assert "torn last line" in err and "tagged.jsonl.torn-" in err
+    assert "torn last line" in err and "skipped" in err
+    assert (project / ".machine" / "tagged.jsonl").read_bytes() == before  # `data` never writes
+    run(capsys, "bad", "--from", f"{CHAT}:2")  # the next tag moves the torn tail aside
+    code, out, err = run(capsys, "data")
+    assert code == 0 and "tagged: 2" in out and "tagged.jsonl.torn-" in err
 
 
 def test_empty_store(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

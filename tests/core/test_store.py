@@ -134,14 +134,22 @@ def test_torn_tail_is_moved_aside_with_a_warning_and_whole_rows_kept(store: Stor
     with open(store.tagged_path, "ab") as handle:
         handle.write(partial)
 
+    before = store.tagged_path.read_bytes()
     reopened = Store.open()
     assert reopened.records() == whole
     assert len(reopened.warnings) == 1
     assert "torn last line" in reopened.warnings[0] and ":4:" in reopened.warnings[0]
-    [torn_file] = reopened.torn_files()
+    assert "skipped" in reopened.warnings[0]
+    # A reader never writes: the file is as it was and nothing is moved aside yet.
+    assert store.tagged_path.read_bytes() == before and reopened.torn_files() == []
+
+    writer = Store.open()
+    writer.append(make_record("r3", answer="after"))  # the next writer moves the torn tail aside
+    assert any("moved aside" in warning for warning in writer.warnings)
+    [torn_file] = writer.torn_files()
     assert torn_file.name.startswith("tagged.jsonl.torn-")
     assert torn_file.read_bytes() == partial  # nothing silently dropped
-    assert reopened.tagged_path.read_bytes().endswith(b"\n")
+    assert [record.id for record in Store.open().records()] == ["r0", "r1", "r2", "r3"]
 
 
 def test_append_after_a_crash_never_glues_onto_the_torn_tail(store: Store) -> None:
@@ -160,7 +168,9 @@ def test_a_whole_record_missing_only_its_newline_is_completed_not_moved(store: S
         handle.write(encode(make_record("r2", answer="x")))
     assert [record.id for record in store.records()] == ["r1", "r2"]
     assert store.torn_files() == []
-    assert store.tagged_path.read_bytes().endswith(b"\n")
+    store.append(make_record("r3", answer="y"))
+    assert [record.id for record in Store.open().records()] == ["r1", "r2", "r3"]
+    assert store.torn_files() == []
 
 
 KILLED_WRITER = textwrap.dedent(
@@ -178,7 +188,7 @@ KILLED_WRITER = textwrap.dedent(
 )
 
 
-def test_kill_9_mid_record_leaves_a_torn_tail_the_next_open_repairs(store: Store, tmp_path: Path) -> None:
+def test_kill_9_mid_record_leaves_a_torn_tail_the_next_append_repairs(store: Store, tmp_path: Path) -> None:
     for i in range(3):
         store.append(make_record(f"r{i}", answer=f"a{i}"))
     ready = tmp_path / "ready"
@@ -203,9 +213,10 @@ def test_kill_9_mid_record_leaves_a_torn_tail_the_next_open_repairs(store: Store
     reopened = Store.open()  # the dead writer's lock went with it
     assert [record.id for record in reopened.records()] == ["r0", "r1", "r2"]
     assert any("torn last line" in warning for warning in reopened.warnings)
+    assert reopened.torn_files() == []  # readers never write
+    reopened.append(make_record("r3", answer="after the crash"))
     [torn_file] = reopened.torn_files()
     assert torn_file.read_bytes() == line_file.read_bytes()[: len(line_file.read_bytes()) // 2]
-    reopened.append(make_record("r3", answer="after the crash"))
     assert [record.id for record in Store.open().records()] == ["r0", "r1", "r2", "r3"]
 
 

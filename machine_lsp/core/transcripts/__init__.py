@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from machine_lsp.core.safe_files import read_regular
 from machine_lsp.core.transcripts.base import (
     TranscriptAdapter,
     TranscriptError,
@@ -36,7 +37,8 @@ def read_text(path: Path, uri: str | None = None) -> str:
     """A transcript file's text, or TranscriptError saying precisely why it cannot be read."""
     uri = uri or path.absolute().as_uri()
     try:
-        data = path.read_bytes()
+        # A FIFO or /dev/zero is refused, never read until it blocks or fills memory.
+        data = read_regular(path)
     except FileNotFoundError:
         raise TranscriptError(uri, "no such file") from None
     except IsADirectoryError:

@@ -152,6 +152,13 @@ class JobsFeature(LanguageFeature):
             raise JobUnavailable("the server is shutting down")
         if (reason := verb_unavailable(verb)) is not None:
             raise JobUnavailable(reason)
+        if args.get("name") is not None:  # an eval result name becomes a file name: core.runs.check_name
+            from machine_lsp.core.runs import check_name
+
+            try:
+                check_name(args["name"], "eval result name")
+            except ValueError as exc:
+                raise JobUnavailable(str(exc)) from None
         job = Job(id=secrets.token_hex(4), verb=verb, title=title, args=args, cwd=cwd, token=token)
         self.jobs[job.id] = job
         task = asyncio.ensure_future(self._supervise(job))
