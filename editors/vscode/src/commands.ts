@@ -26,6 +26,7 @@ import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, taggedItems, 
 import type { JobsView } from "./jobsView";
 import type { RunPanel } from "./panel";
 import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
+import type { TrainingEnvironment } from "./trainingEnv";
 
 class UserCancelled extends Error {}
 
@@ -40,6 +41,7 @@ export class Commands {
     private readonly server: ServerManager,
     private readonly jobs: JobsView,
     private readonly panel: RunPanel,
+    private readonly training: TrainingEnvironment,
   ) {}
 
   register(): vscode.Disposable[] {
@@ -50,7 +52,7 @@ export class Commands {
         } catch (err) {
           if (err instanceof UserCancelled) return undefined;
           const msg = err instanceof Error ? err.message : String(err);
-          this.server.output.appendLine(`[machine] ${id}: ${msg}`);
+          this.server.output.error(`${id}: ${msg}`);
           void vscode.window.showErrorMessage(`Machine: ${msg}`);
           return undefined;
         }
@@ -82,6 +84,7 @@ export class Commands {
         void vscode.window.showInformationMessage("Machine: the Tinker API key was removed from secret storage.");
       }),
       reg("machineLsp.restartServer", () => this.server.restart("user")),
+      reg("machineLsp.createTrainingEnvironment", () => this.training.create()),
       reg("machineLsp.showOutput", () => {
         this.server.output.show();
         return Promise.resolve();
@@ -217,6 +220,8 @@ export class Commands {
   }
 
   private async runJob(kind: JobKind, title: string, checkpoint?: string): Promise<unknown> {
+    // Every job verb but validate loads a model: it needs the `train` extra in the server's interpreter.
+    if (!(await this.training.ready())) return undefined;
     const args = jobArgs({ kind, settings: currentSettings(), workspaceFolder: workspaceFolderPath(), checkpoint });
     const command = {
       smoke: SERVER_COMMANDS.smoke,
