@@ -153,6 +153,23 @@ export class ServerManager implements vscode.Disposable {
   /** The running client, starting the server if needed; undefined when it cannot start (the user was told). */
   async ensureClient(): Promise<LanguageClient | undefined> {
     if (this.client?.state === State.Running) return this.client;
+    if (this.client?.state === State.Starting) {
+      // The client library is restarting a crashed server: wait for it rather than start a second one.
+      const client = this.client;
+      const running = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => {
+          sub.dispose();
+          resolve(false);
+        }, 30_000);
+        const sub = client.onDidChangeState((e) => {
+          if (e.newState === State.Starting) return;
+          clearTimeout(timer);
+          sub.dispose();
+          resolve(e.newState === State.Running);
+        });
+      });
+      if (running) return client;
+    }
     this.starting ??= this.start().finally(() => {
       this.starting = undefined;
     });
@@ -179,6 +196,7 @@ export class ServerManager implements vscode.Disposable {
   }
 
   private async start(): Promise<LanguageClient | undefined> {
+    await this.stop(); // a client the library gave up restarting: dispose of it before starting anew
     const folders = vscode.workspace.workspaceFolders ?? [];
     const scope = folderScope(folders.map((f) => ({ name: f.name, fsPath: f.uri.fsPath })));
     if (scope.notice && !this.noticeShown) {
