@@ -468,7 +468,7 @@ async function main() {
       .map((p) => p.pid)
       .filter((pid) => {
         try {
-          return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("machine_lsp.lsp.server");
+          return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("\0-m\0machine_lsp.lsp.server");
         } catch {
           return false;
         }
@@ -495,6 +495,16 @@ async function main() {
   await pythonInput.waitFor({ timeout: 20_000 });
   await pythonInput.fill(BARE_PYTHON);
   await pythonInput.press("Tab");
+  // The Settings editor is a modal in VS Code 1.139: close it once the edit is saved (Escape earlier discards it),
+  // then give the editor the keyboard again.
+  const userSettings = path.join(userData, "User", "settings.json");
+  await poll("machine.python saved to the user settings", () => JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.python"] === BARE_PYTHON, 20_000);
+  await page.keyboard.press("Escape");
+  if (!(await settingsEditor.waitFor({ state: "hidden", timeout: 5000 }).then(() => true, () => false))) {
+    await settingsEditor.locator("xpath=ancestor::*[.//*[contains(@class,'codicon-close')]][1]").locator(".codicon-close").first().click();
+    await settingsEditor.waitFor({ state: "hidden", timeout: 10_000 });
+  }
+  await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
   const cmdline = (pid) => fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
   const barePid = await poll("a server run by the bare python3", () => serverPids().find((p) => cmdline(p)[0] === BARE_PYTHON), 60_000);
   const bareEnv = fs.readFileSync(`/proc/${barePid}/environ`, "utf8").split("\0").find((v) => v.startsWith("PYTHONPATH=")) ?? "";
@@ -511,7 +521,7 @@ async function main() {
   await palette("Machine: Tag as Good");
   await poll("the store to hold 6 rows", () => storeRecords(ws).length === 6, 30_000);
   check("the bundled server tagged a row into the store", JSON.stringify(storeRecords(ws)[5].messages).includes("answer: 4 (bare)"), `${storeRecords(ws).length} rows`);
-  await shot("09-bundled-server");
+  await shot("09a-bundled-server");
 
   // 10. A training verb with that interpreter: it lacks the train extra, so the extension offers to create it.
   await palette("Machine: Smoke Run");
@@ -519,24 +529,29 @@ async function main() {
   await needTrain.waitFor({ timeout: 30_000 });
   const needTrainText = (await needTrain.innerText()).replace(/\s+/g, " ");
   check("Smoke Run without the train extra offers Create Training Environment", /lacks torch/.test(needTrainText) && /Create Training Environment/.test(needTrainText), needTrainText.slice(0, 200));
-  await shot("10-training-env");
+  await shot("09b-training-env");
   await needTrain.hover();
   await needTrain.locator(".codicon-notifications-clear, .codicon-close").first().click().catch(() => page.keyboard.press("Escape"));
 
   // 11. importStrategy fromEnvironment with that python3: an actionable notification (never `pip install
   // machine-lsp`, which cannot work); "Use Bundled Server" switches back and the server runs again.
-  const userSettings = path.join(userData, "User", "settings.json");
   const current = JSON.parse(fs.readFileSync(userSettings, "utf8"));
   fs.writeFileSync(userSettings, JSON.stringify({ ...current, "machine.importStrategy": "fromEnvironment" }, null, 2));
   const missing = toast(/machine-lsp is not installed in/);
   await missing.waitFor({ timeout: 60_000 });
   const missingText = (await missing.innerText()).replace(/\s+/g, " ");
   check("fromEnvironment with a Python without machine-lsp gives an actionable notification", missingText.includes(`machine-lsp is not installed in ${BARE_PYTHON}`) && !/pip install machine-lsp/.test(missingText) && /Use Bundled Server/.test(missingText) && /Set Interpreter/.test(missingText), missingText.slice(0, 200));
-  await shot("11-not-installed");
+  await shot("09-not-installed");
   await poll("no server while it cannot start", () => serverPids().length === 0, 20_000);
   await missing.locator(".monaco-button", { hasText: "Use Bundled Server" }).first().click();
   const again = await poll("the bundled server again", () => serverPids().find((p) => cmdline(p)[0] === BARE_PYTHON), 60_000);
   check("Use Bundled Server switched back and the server runs", JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.importStrategy"] === "useBundled", `pid ${again}`);
+
+  // 12. Scaffold SFT Script opens the script the server wrote (its reply's `written`).
+  await palette("Machine: Scaffold SFT Script");
+  const scaffoldTab = page.locator('.tabs-container .tab[aria-label*="train_sft.py"]').first();
+  await scaffoldTab.waitFor({ timeout: 30_000 });
+  check("Scaffold SFT Script wrote train_sft.py and opened it", fs.existsSync(path.join(ws, "train_sft.py")) && fs.existsSync(path.join(ws, "machine.toml")), (await scaffoldTab.getAttribute("aria-label")) ?? "");
 
   log(`all ${results.length} checks passed`);
 }
