@@ -525,7 +525,7 @@ async function main() {
 
   // 10. A training verb with that interpreter: it lacks the train extra, so the extension offers to create it.
   await palette("Machine: Smoke Run");
-  const needTrain = toast(/Training needs a Python environment with machine-lsp's `train` extra/);
+  const needTrain = toast(/Training needs a Python environment with machine-lsp's .?train.? extra/);
   await needTrain.waitFor({ timeout: 30_000 });
   const needTrainText = (await needTrain.innerText()).replace(/\s+/g, " ");
   check("Smoke Run without the train extra offers Create Training Environment", /lacks torch/.test(needTrainText) && /Create Training Environment/.test(needTrainText), needTrainText.slice(0, 200));
