@@ -64,7 +64,7 @@ export class TrainingEnvironment {
     this.server.output.info(`creating the training environment: ${plan.command} (in ${plan.cwd})`);
     const folder = workspaceFolder();
     const task = new vscode.Task(
-      { type: "shell", task: "machine-training-env" },
+      { type: "machine", task: "machine-training-env" },
       folder ?? vscode.TaskScope.Global,
       "Create training environment",
       "machine",
