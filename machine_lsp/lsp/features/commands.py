@@ -24,6 +24,23 @@ from machine_lsp.lsp.features import WORK_DONE_TOKEN, LanguageFeature
 from machine_lsp.lsp.features.diagnostics import is_session_log
 from machine_lsp.lsp.features.jobs import JobUnavailable
 from machine_lsp.lsp.positions import to_codepoint_index
+from machine_lsp.lsp.replies import (
+    CancelReply,
+    CompareReply,
+    DataReply,
+    DocumentTiming,
+    InfoReply,
+    JobDeclined,
+    JobsListReply,
+    JobSummary,
+    RunEntry,
+    ServerSettingsInfo,
+    TaggedRecord,
+    TaggedReply,
+    TagReply,
+    WroteReply,
+    to_wire,
+)
 
 #: command id -> (job verb, progress title, ask before running)
 JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
@@ -72,7 +89,7 @@ class CommandsFeature(LanguageFeature):
             self.server.command(command_id)(_entry(method))
 
     # -- tagging ----------------------------------------------------------------------------------------------
-    async def tag(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def tag(self, args: dict[str, Any]) -> TagReply:
         from machine_lsp.core import tagging
         from machine_lsp.core.store import Store, StoreError
         from machine_lsp.core.transcripts import TranscriptError
@@ -116,13 +133,13 @@ class CommandsFeature(LanguageFeature):
             message = f"Tagged {verdict}: {where} · store {counts.good} good / {counts.bad} bad"
             kind = types.MessageType.Info
         self.server.window_show_message(types.ShowMessageParams(type=kind, message=message))
-        return {
-            "id": record.id,
-            "verdict": record.verdict,
-            "duplicate_of": result.duplicate_of,
-            "message": message,
-            "store": str(store.tagged_path),
-        }
+        return TagReply(
+            id=record.id,
+            verdict=record.verdict,
+            duplicate_of=result.duplicate_of,
+            message=message,
+            store=str(store.tagged_path),
+        )
 
     def _lines(self, uri: str) -> list[str]:
         """The document's lines: the editor's buffer when open, else the file on disk."""
@@ -189,7 +206,7 @@ class CommandsFeature(LanguageFeature):
         messages = [Message(role="user", content=prompt), Message(role="assistant", content=answer)]
         return Turn(start_line + 1, last + 1, messages, 1, source)
 
-    async def tagged(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def tagged(self, args: dict[str, Any]) -> TaggedReply:
         from machine_lsp.core.schema import text_of
         from machine_lsp.core.store import Store
 
@@ -201,32 +218,28 @@ class CommandsFeature(LanguageFeature):
                 continue
             answer = next((text_of(m) for m in reversed(record.messages) if m.role == "assistant"), "")
             rows.append(
-                {
-                    "id": record.id,
-                    "verdict": record.verdict,
-                    "note": record.note,
-                    "source": msgspec.to_builtins(record.source),
-                    "answer": answer[:200],
-                    "rewritten": record.original is not None,
-                    "trace": record.trace,
-                    "created_at": record.created_at,
-                }
+                TaggedRecord(
+                    id=record.id,
+                    verdict=record.verdict,
+                    note=record.note,
+                    source=record.source,
+                    answer=answer[:200],
+                    rewritten=record.original is not None,
+                    trace=record.trace,
+                    created_at=record.created_at,
+                )
             )
-        return {"store": str(store.tagged_path), "records": rows, "warnings": list(store.warnings)}
+        return TaggedReply(store=str(store.tagged_path), records=rows, warnings=list(store.warnings))
 
-    async def data(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def data(self, args: dict[str, Any]) -> DataReply:
         from machine_lsp.core.store import Store
 
         store = Store.open(self.server.project_start(args.get("uri")))
         counts = store.counts()
-        return {
-            "store": str(store.tagged_path),
-            "counts": msgspec.to_builtins(counts),
-            "warnings": store.warnings,
-        }
+        return DataReply(store=str(store.tagged_path), counts=counts, warnings=list(store.warnings))
 
     # -- jobs -------------------------------------------------------------------------------------------------
-    async def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def validate(self, args: dict[str, Any]) -> JobSummary:
         path = _path_arg(args, "uri", "path", required=True)
         job_args: dict[str, Any] = {"path": path}
         if (eval_path := _path_arg(args, "eval_uri", "eval_path")) is not None:
@@ -238,19 +251,19 @@ class CommandsFeature(LanguageFeature):
         return await self._run_job("validate", f"Validate {Path(path).name}", job_args, args)
 
     def _job_command(self, verb: str, title: str, ask: bool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
-        async def run(args: dict[str, Any]) -> dict[str, Any]:
+        async def run(args: dict[str, Any]) -> JobSummary | JobDeclined:
             job_args = {k: v for k, v in args.items() if k not in CONTROL_KEYS}
             if (ask or job_args.get("engine") == "tinker") and not await self._confirm(
                 verb, title, job_args, args
             ):
-                return {"status": "declined", "message": f"{title} not started"}
+                return JobDeclined(status="declined", message=f"{title} not started")
             return await self._run_job(verb, title, job_args, args)
 
         return run
 
     async def _run_job(
         self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> JobSummary:
         from machine_lsp.core.store import find_project_root
 
         cwd = find_project_root(self.server.project_start(args.get("uri")))
@@ -267,7 +280,7 @@ class CommandsFeature(LanguageFeature):
             raise CommandError(message=f"{title}: {exc}") from None
         summary = job.summary()
         if job.status == "failed":
-            raise JsonRpcInternalError(message=job.message, data=summary)
+            raise JsonRpcInternalError(message=job.message, data=to_wire(summary))
         return summary
 
     async def _confirm(self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]) -> bool:
@@ -295,7 +308,7 @@ class CommandsFeature(LanguageFeature):
         return answer is not None and answer.title == "Run"
 
     # -- scaffolds (quick file writes, in-process like the CLI) ---------------------------------------------
-    async def train_sft(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def train_sft(self, args: dict[str, Any]) -> WroteReply:
         """Write train_sft.py + machine.toml into the project (`machine train sft`)."""
         from machine_lsp.core.store import find_project_root
         from machine_lsp.scaffold.config import ConfigError, MachineConfig, apply_overrides
@@ -318,7 +331,7 @@ class CommandsFeature(LanguageFeature):
             written, f"next: machine.train.smoke, then machine.train.run ({config.train.engine})"
         )
 
-    async def eval_init(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def eval_init(self, args: dict[str, Any]) -> WroteReply:
         """Write eval.py (and machine.toml if missing) into the project (`machine train eval init`)."""
         from machine_lsp.core.store import find_project_root
         from machine_lsp.scaffold.config import CONFIG_FILE, MachineConfig, render_toml
@@ -334,12 +347,12 @@ class CommandsFeature(LanguageFeature):
             written.append(project / CONFIG_FILE)
         return self._wrote(written, "next: machine.eval.baseline with {'data': 'EVAL.jsonl'}")
 
-    def _wrote(self, written: list[Path], hint: str) -> dict[str, Any]:
+    def _wrote(self, written: list[Path], hint: str) -> WroteReply:
         message = "wrote " + ", ".join(p.name for p in written) + f" · {hint}"
         self.server.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=message))
-        return {"written": [str(p) for p in written], "message": message}
+        return WroteReply(written=[str(p) for p in written], message=message)
 
-    async def eval_compare(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def eval_compare(self, args: dict[str, Any]) -> CompareReply:
         from machine_lsp.core import evals
 
         a = _path_arg(args, "a_uri", "a", required=True)
@@ -353,24 +366,23 @@ class CommandsFeature(LanguageFeature):
             f" (Δ {comparison.delta:+.0%}, +{comparison.gained}/-{comparison.lost}, McNemar p={comparison.mcnemar_p:.3g})"
         )
         self.server.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=message))
-        return {"message": message, "comparison": msgspec.to_builtins(comparison)}
+        return CompareReply(message=message, comparison=comparison)
 
-    async def jobs_list(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def jobs_list(self, args: dict[str, Any]) -> JobsListReply:
         from machine_lsp.core import runs
         from machine_lsp.core.store import Store
 
         store = Store.open(self.server.project_start(args.get("uri")))
         on_disk = []
         for run_dir, manifest in runs.list_runs(store.runs_dir)[:50]:
-            entry: dict[str, Any] = {"run_dir": str(run_dir), "id": run_dir.name}
+            entry = RunEntry(run_dir=str(run_dir), id=run_dir.name)
             if manifest is not None:
-                entry.update(
-                    job=manifest.job, status=runs.effective_status(manifest), created_at=manifest.created_at
-                )
+                entry.job, entry.status = manifest.job, runs.effective_status(manifest)
+                entry.created_at = manifest.created_at
             on_disk.append(entry)
-        return {"jobs": [job.summary() for job in self.server.jobs.jobs.values()], "runs": on_disk}
+        return JobsListReply(jobs=[job.summary() for job in self.server.jobs.jobs.values()], runs=on_disk)
 
-    async def jobs_cancel(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def jobs_cancel(self, args: dict[str, Any]) -> CancelReply:
         job_id = args.get("job_id")
         jobs = self.server.jobs
         if job_id is None:
@@ -386,28 +398,28 @@ class CommandsFeature(LanguageFeature):
             await asyncio.wait_for(job.done.wait(), 15)
         except TimeoutError:
             pass
-        return {"cancelled": cancelled, **job.summary()}
+        return CancelReply(cancelled=cancelled, **msgspec.structs.asdict(job.summary()))
 
-    async def info(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def info(self, args: dict[str, Any]) -> InfoReply:
         caps = self.server.client_capabilities
-        return {
-            "version": __version__,
-            "pid": os.getpid(),
-            "python": sys.executable,
-            "heavy_modules": self.server.heavy_modules_loaded(),
-            "diagnostics": "pull" if self.server.diagnostics.pull else "push",
-            "position_encoding": str(self.server.workspace.position_encoding),
-            "client_progress": bool(caps.window and caps.window.work_done_progress),
-            "settings": {
-                "trainGlobs": list(self.server.settings.train_globs),
-                "evalGlobs": list(self.server.settings.eval_globs),
-                "debounceMs": self.server.settings.debounce_ms,
-            },
-            "timing": {
-                uri: {"last_check_ms": st.last_check_ms, "last_checked_lines": st.last_checked_lines}
+        return InfoReply(
+            version=__version__,
+            pid=os.getpid(),
+            python=sys.executable,
+            heavy_modules=self.server.heavy_modules_loaded(),
+            diagnostics="pull" if self.server.diagnostics.pull else "push",
+            position_encoding=str(self.server.workspace.position_encoding),
+            client_progress=bool(caps.window and caps.window.work_done_progress),
+            settings=ServerSettingsInfo(
+                trainGlobs=list(self.server.settings.train_globs),
+                evalGlobs=list(self.server.settings.eval_globs),
+                debounceMs=self.server.settings.debounce_ms,
+            ),
+            timing={
+                uri: DocumentTiming(last_check_ms=st.last_check_ms, last_checked_lines=st.last_checked_lines)
                 for uri, st in self.server.diagnostics.docs.items()
             },
-        }
+        )
 
 
 class _Position(msgspec.Struct):
@@ -422,7 +434,7 @@ class _Range(msgspec.Struct):
 
 def _entry(method: Callable[[dict[str, Any]], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     async def handler(*arguments: Any) -> Any:
-        return await method(_arguments(arguments))
+        return to_wire(await method(_arguments(arguments)))
 
     return handler
 

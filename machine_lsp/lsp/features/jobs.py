@@ -26,6 +26,7 @@ from lsprotocol import types
 
 from machine_lsp.jobs import events as ev
 from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.replies import JobSummary
 
 logger = logging.getLogger(__name__)
 
@@ -64,20 +65,20 @@ class Job:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "job_id": self.id,
-            "verb": self.verb,
-            "status": self.status,
-            "message": self.message,
-            "run_id": self.run_id,
-            "run_dir": self.run_dir,
-            "result": self.result,
-            "pid": self.proc.pid if self.proc is not None else None,
-            "started": self.started,
-            "ended": self.ended,
-            "last_event": self.last,
-        }
+    def summary(self) -> JobSummary:
+        return JobSummary(
+            job_id=self.id,
+            verb=self.verb,
+            status=self.status,  # type: ignore[arg-type]
+            message=self.message,
+            run_id=self.run_id,
+            run_dir=self.run_dir,
+            result=self.result,
+            pid=self.proc.pid if self.proc is not None else None,
+            started=self.started,
+            ended=self.ended,
+            last_event=self.last,
+        )
 
 
 def verb_unavailable(verb: str) -> str | None:

@@ -1,17 +1,16 @@
 /**
- * An eval comparison (the reply of `machine.eval.compare`: `{message, comparison}` with the fields of
- * `machine_lsp.core.evals.Comparison`) → the model the webview draws: a summary and the rows whose correctness
- * flipped. Unknown extra fields are shown too. Pure: no `vscode` import.
+ * The reply of `machine.eval.compare` (`CompareReply`: `{message, comparison}`, generated from
+ * machine_lsp/lsp/replies.py) → the model the webview draws: a summary and the rows whose correctness flipped.
+ * Pure: no `vscode` import.
  */
+import type { CompareReply, Comparison } from "../generated/replies";
 
 export interface CompareView {
   title: string;
   summary: { label: string; value: string }[];
   columns: string[];
-  rows: { cells: string[]; change: "fixed" | "broken" | "changed" }[];
+  rows: { cells: string[]; change: "fixed" | "broken" }[];
 }
-
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function cellText(v: unknown, max = 160): string {
   let s: string;
@@ -26,66 +25,42 @@ export function cellText(v: unknown, max = 160): string {
 
 const pct = (v: number): string => `${(v * 100).toFixed(1)}%`;
 const pts = (v: number): string => `${v >= 0 ? "+" : "−"}${Math.abs(v * 100).toFixed(1)} pts`;
+const listed = (ids: string[]): string => `${ids.length}: ${cellText(ids.slice(0, 5).map((x) => cellText(x, 40)).join(", "), 120)}`;
 
-const ROW_KEYS = ["changed", "changed_rows", "flipped"];
-const PREFERRED_COLUMNS = ["id", "prompt", "expected", "a_output", "b_output", "a_correct", "b_correct"];
-const LABELS: Record<string, string> = {
-  n: "paired rows",
-  delta: "Δ accuracy",
-  gained: "gained (wrong → right)",
-  lost: "lost (right → wrong)",
-  both_correct: "both right",
-  both_wrong: "both wrong",
-  mcnemar_p: "McNemar p (exact)",
-  outputs_changed: "outputs changed",
-  same_data: "same data",
-};
-
-export function compareView(result: unknown): CompareView {
-  const r = isObj(result) && isObj(result.comparison) ? result.comparison : result;
-  const view: CompareView = { title: "Comparison", summary: [], columns: [], rows: [] };
-  if (!isObj(r)) {
-    view.summary.push({ label: "result", value: cellText(r, 400) });
-    return view;
-  }
-  const aName = typeof r.a_name === "string" && r.a_name ? r.a_name : "A";
-  const bName = typeof r.b_name === "string" && r.b_name ? r.b_name : "B";
-  view.title = `${aName} → ${bName}`;
-  const done = new Set(["a_name", "b_name", ...ROW_KEYS]);
-  const side = (key: string, fmt: (v: number) => string, label: string): void => {
-    for (const [k, name] of [[`a_${key}`, aName], [`b_${key}`, bName]] as const) {
-      const v = r[k];
-      done.add(k);
-      if (typeof v === "number") view.summary.push({ label: `${label} ${name}`, value: fmt(v) });
-    }
+export function compareView(reply: CompareReply): CompareView {
+  const c: Comparison = reply.comparison;
+  const a = c.a_name || "A";
+  const b = c.b_name || "B";
+  const summary: CompareView["summary"] = [
+    { label: `accuracy ${a}`, value: pct(c.a_accuracy) },
+    { label: `accuracy ${b}`, value: pct(c.b_accuracy) },
+    { label: `correct ${a}`, value: String(c.a_correct) },
+    { label: `correct ${b}`, value: String(c.b_correct) },
+    { label: `format rate ${a}`, value: pct(c.a_format_rate) },
+    { label: `format rate ${b}`, value: pct(c.b_format_rate) },
+  ];
+  if (c.a_bleed_rate != null) summary.push({ label: `style bleed ${a}`, value: pct(c.a_bleed_rate) });
+  if (c.b_bleed_rate != null) summary.push({ label: `style bleed ${b}`, value: pct(c.b_bleed_rate) });
+  summary.push(
+    { label: "paired rows", value: String(c.n) },
+    { label: "Δ accuracy", value: pts(c.delta) },
+    { label: "gained (wrong → right)", value: String(c.gained) },
+    { label: "lost (right → wrong)", value: String(c.lost) },
+    { label: "both right", value: String(c.both_correct) },
+    { label: "both wrong", value: String(c.both_wrong) },
+    { label: "McNemar p (exact)", value: c.mcnemar_p < 0.001 ? c.mcnemar_p.toExponential(2) : c.mcnemar_p.toFixed(3) },
+    { label: "outputs changed", value: String(c.outputs_changed) },
+    { label: "same data", value: cellText(c.same_data) },
+  );
+  if (c.only_in_a.length) summary.push({ label: `only in ${a}`, value: listed(c.only_in_a) });
+  if (c.only_in_b.length) summary.push({ label: `only in ${b}`, value: listed(c.only_in_b) });
+  return {
+    title: `${a} → ${b}`,
+    summary,
+    columns: ["id", "prompt", "expected", `${a} output`, `${b} output`, `${a} ✓`, `${b} ✓`],
+    rows: c.changed.map((row) => ({
+      cells: [row.id, row.prompt, row.expected, row.a_output, row.b_output, row.a_correct, row.b_correct].map((v) => cellText(v)),
+      change: !row.a_correct && row.b_correct ? "fixed" : "broken",
+    })),
   };
-  side("accuracy", pct, "accuracy");
-  side("correct", String, "correct");
-  side("format_rate", pct, "format rate");
-  side("bleed_rate", pct, "style bleed");
-  for (const [k, v] of Object.entries(r)) {
-    if (done.has(k)) continue;
-    const label = LABELS[k] ?? k.replace(/_/g, " ");
-    if (k === "delta" && typeof v === "number") view.summary.push({ label, value: pts(v) });
-    else if (k === "mcnemar_p" && typeof v === "number") view.summary.push({ label, value: v < 0.001 ? v.toExponential(2) : v.toFixed(3) });
-    else if (typeof v === "number" || typeof v === "string" || typeof v === "boolean") view.summary.push({ label, value: cellText(v) });
-    else if (Array.isArray(v)) {
-      if (v.length) view.summary.push({ label, value: `${v.length}: ${cellText(v.slice(0, 5).map((x) => cellText(x, 40)).join(", "), 120)}` });
-    }
-  }
-  const rowsKey = ROW_KEYS.find((k) => Array.isArray(r[k]));
-  const raw = rowsKey ? (r[rowsKey] as unknown[]).filter(isObj) : [];
-  if (raw.length) {
-    const keys = new Set<string>();
-    for (const row of raw) for (const k of Object.keys(row)) keys.add(k);
-    const ordered = [...PREFERRED_COLUMNS.filter((k) => keys.has(k)), ...[...keys].filter((k) => !PREFERRED_COLUMNS.includes(k))].slice(0, 8);
-    view.columns = ordered.map((k) => (k === "a_output" ? `${aName} output` : k === "b_output" ? `${bName} output` : k === "a_correct" ? `${aName} ✓` : k === "b_correct" ? `${bName} ✓` : k));
-    for (const row of raw) {
-      const ca = row.a_correct;
-      const cb = row.b_correct;
-      const change = ca === false && cb === true ? "fixed" : ca === true && cb === false ? "broken" : "changed";
-      view.rows.push({ cells: ordered.map((k) => cellText(row[k])), change });
-    }
-  }
-  return view;
 }

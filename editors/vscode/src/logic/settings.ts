@@ -1,9 +1,12 @@
 /** Settings → initializationOptions / didChangeConfiguration payload. Pure: no `vscode` import. */
+import type { ImportStrategy } from "./interpreter";
 
 export type Engine = "local" | "tinker";
 
 export interface MachineSettings {
   python: string;
+  /** useBundled: the server bundled with the extension; fromEnvironment: the one installed in the interpreter */
+  importStrategy: ImportStrategy;
   /** undefined: not set by the user, so the project's machine.toml (or the server's default) decides */
   engine: Engine | undefined;
   baseModel: string;
@@ -17,6 +20,7 @@ export interface MachineSettings {
 
 export const DEFAULT_SETTINGS: MachineSettings = {
   python: "",
+  importStrategy: "useBundled",
   engine: undefined,
   baseModel: "",
   trainPath: "",
@@ -47,6 +51,7 @@ export function readSettings(get: (key: string) => unknown, isSet: (key: string)
   const confirm = get("confirmPaidRuns");
   return {
     python: str("python"),
+    importStrategy: get("importStrategy") === "fromEnvironment" ? "fromEnvironment" : "useBundled",
     engine,
     baseModel: str("baseModel"),
     trainPath: str("data.train"),
@@ -78,5 +83,5 @@ export function toServerOptions(s: MachineSettings): Record<string, unknown> {
 
 /** Whether a settings change needs the server process restarted (rather than a didChangeConfiguration). */
 export function needsRestart(before: MachineSettings, after: MachineSettings): boolean {
-  return before.python !== after.python;
+  return before.python !== after.python || before.importStrategy !== after.importStrategy;
 }

@@ -1,5 +1,6 @@
 // End-to-end test in a real VS Code: code-server (VS Code 1.139) + Debian chromium driven by playwright-core,
-// with the packaged extension (machine-lsp.vsix) and the real machine-lsp server from the repository's venv.
+// with the packaged extension (machine-lsp.vsix): its bundled server, run first by the repository's venv (which has
+// the `train` extra, for the jobs), then by a bare python3 that has no machine-lsp at all.
 //
 //   node test/e2e/run.mjs            (after scripts/setup-e2e.sh and `npm run package`; `npm run e2e` does all)
 //
@@ -461,13 +462,13 @@ async function main() {
   await evalRow.waitFor({ timeout: 20_000 });
   check("the baseline eval ran on the eval set and the panel lists it", result.n === 3 && result.checkpoint === null && /eval-baseline/.test(await evalRow.innerText()), `${(await evalDone.innerText()).replace(/\s+/g, " ").slice(-70)} | panel: ${(await evalRow.innerText()).replace(/\s+/g, " ")}`);
 
-  // 8. The server crashes: the extension restarts it (with backoff) and tagging works again.
+  // 8. The server crashes: the client library restarts it and tagging works again.
   const serverPids = () =>
     descendants(process.pid)
       .map((p) => p.pid)
       .filter((pid) => {
         try {
-          return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("machine_lsp.lsp.server");
+          return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("\0-m\0machine_lsp.lsp.server");
         } catch {
           return false;
         }
@@ -482,22 +483,75 @@ async function main() {
   await poll("the store to hold 5 rows", () => storeRecords(ws).length === 5, 30_000);
   check("after a crash the server was restarted and tagging works", storeRecords(ws)[4].source?.line === 4, `old pid ${oldPid}, new pid ${newPid}`);
 
-  // 9. An interpreter without machine-lsp: an actionable notification naming it and the pip command.
-  // Through the Settings editor, as a user would.
+  // 9. Only the .vsix: a bare python3 without machine-lsp (importStrategy useBundled, the default) runs the bundled
+  // server; diagnostics appear and a tag grows the store. Set through the Settings editor, as a user would.
+  fs.writeFileSync(path.join(ws, "bare.jsonl"), '{"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "answer: 4 (bare)"}]}\n{"messages": [\n');
   await palette("Preferences: Open User Settings");
   const settingsEditor = page.locator(".settings-editor");
   await settingsEditor.waitFor({ timeout: 20_000 });
   await poll("keyboard focus in the settings search", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".settings-editor"))), 10_000, 50);
   await page.keyboard.type("machine.python", { delay: 10 });
-  const pythonInput = settingsEditor.locator(".setting-item-contents", { hasText: "Python interpreter that has" }).locator("input").first();
+  const pythonInput = settingsEditor.locator(".setting-item-contents", { hasText: "Python interpreter for the server" }).locator("input").first();
   await pythonInput.waitFor({ timeout: 20_000 });
   await pythonInput.fill(BARE_PYTHON);
   await pythonInput.press("Tab");
+  // The Settings editor is a modal in VS Code 1.139: close it once the edit is saved (Escape earlier discards it),
+  // then give the editor the keyboard again.
+  const userSettings = path.join(userData, "User", "settings.json");
+  await poll("machine.python saved to the user settings", () => JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.python"] === BARE_PYTHON, 20_000);
+  await page.keyboard.press("Escape");
+  if (!(await settingsEditor.waitFor({ state: "hidden", timeout: 5000 }).then(() => true, () => false))) {
+    await settingsEditor.locator("xpath=ancestor::*[.//*[contains(@class,'codicon-close')]][1]").locator(".codicon-close").first().click();
+    await settingsEditor.waitFor({ state: "hidden", timeout: 10_000 });
+  }
+  await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
+  const cmdline = (pid) => fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+  const barePid = await poll("a server run by the bare python3", () => serverPids().find((p) => cmdline(p)[0] === BARE_PYTHON), 60_000);
+  const bareEnv = fs.readFileSync(`/proc/${barePid}/environ`, "utf8").split("\0").find((v) => v.startsWith("PYTHONPATH=")) ?? "";
+  check("with machine.python = a bare python3 the bundled server runs", /bundled\/libs/.test(bareEnv) && !/\.venv/.test(bareEnv), `${cmdline(barePid).join(" ")} ${bareEnv}`);
+  await openFile("bare.jsonl");
+  await page.keyboard.press("Control+Shift+M");
+  const bareMarker = page.locator(".markers-panel .monaco-list-row", { hasText: "bare.jsonl" }).first();
+  await bareMarker.waitFor({ timeout: 60_000 });
+  await page.locator(".markers-panel .monaco-list-row", { hasText: "json-invalid" }).first().waitFor({ timeout: 20_000 });
+  check("the bundled server run by the bare python3 published diagnostics", true, (await bareMarker.innerText()).replace(/\s+/g, " "));
+  await page.keyboard.press("Control+Shift+M");
+  await page.locator(".tabs-container .tab", { hasText: "bare.jsonl" }).first().click();
+  await gotoLine(1);
+  await palette("Machine: Tag as Good");
+  await poll("the store to hold 6 rows", () => storeRecords(ws).length === 6, 30_000);
+  check("the bundled server tagged a row into the store", JSON.stringify(storeRecords(ws)[5].messages).includes("answer: 4 (bare)"), `${storeRecords(ws).length} rows`);
+  await shot("09a-bundled-server");
+
+  // 10. A training verb with that interpreter: it lacks the train extra, so the extension offers to create it.
+  await palette("Machine: Smoke Run");
+  const needTrain = toast(/Training needs a Python environment with machine-lsp's .?train.? extra/);
+  await needTrain.waitFor({ timeout: 30_000 });
+  const needTrainText = (await needTrain.innerText()).replace(/\s+/g, " ");
+  check("Smoke Run without the train extra offers Create Training Environment", /lacks torch/.test(needTrainText) && /Create Training Environment/.test(needTrainText), needTrainText.slice(0, 200));
+  await shot("09b-training-env");
+  await needTrain.hover();
+  await needTrain.locator(".codicon-notifications-clear, .codicon-close").first().click().catch(() => page.keyboard.press("Escape"));
+
+  // 11. importStrategy fromEnvironment with that python3: an actionable notification (never `pip install
+  // machine-lsp`, which cannot work); "Use Bundled Server" switches back and the server runs again.
+  const current = JSON.parse(fs.readFileSync(userSettings, "utf8"));
+  fs.writeFileSync(userSettings, JSON.stringify({ ...current, "machine.importStrategy": "fromEnvironment" }, null, 2));
   const missing = toast(/machine-lsp is not installed in/);
   await missing.waitFor({ timeout: 60_000 });
   const missingText = (await missing.innerText()).replace(/\s+/g, " ");
-  check("a Python without machine-lsp gives an actionable notification", missingText.includes(`machine-lsp is not installed in ${BARE_PYTHON}`) && missingText.includes(`${BARE_PYTHON} -m pip install machine-lsp`) && /Set Interpreter/.test(missingText), missingText.slice(0, 160));
+  check("fromEnvironment with a Python without machine-lsp gives an actionable notification", missingText.includes(`machine-lsp is not installed in ${BARE_PYTHON}`) && !/pip install machine-lsp/.test(missingText) && /Use Bundled Server/.test(missingText) && /Set Interpreter/.test(missingText), missingText.slice(0, 200));
   await shot("09-not-installed");
+  await poll("no server while it cannot start", () => serverPids().length === 0, 20_000);
+  await missing.locator(".monaco-button", { hasText: "Use Bundled Server" }).first().click();
+  const again = await poll("the bundled server again", () => serverPids().find((p) => cmdline(p)[0] === BARE_PYTHON), 60_000);
+  check("Use Bundled Server switched back and the server runs", JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.importStrategy"] === "useBundled", `pid ${again}`);
+
+  // 12. Scaffold SFT Script opens the script the server wrote (its reply's `written`).
+  await palette("Machine: Scaffold SFT Script");
+  const scaffoldTab = page.locator('.tabs-container .tab[aria-label*="train_sft.py"]').first();
+  await scaffoldTab.waitFor({ timeout: 30_000 });
+  check("Scaffold SFT Script wrote train_sft.py and opened it", fs.existsSync(path.join(ws, "train_sft.py")) && fs.existsSync(path.join(ws, "machine.toml")), (await scaffoldTab.getAttribute("aria-label")) ?? "");
 
   log(`all ${results.length} checks passed`);
 }

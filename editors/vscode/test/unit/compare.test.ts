@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import type { CompareReply } from "../../src/generated/replies";
 import { cellText, compareView } from "../../src/logic/compare";
 
-// The shape of machine_lsp.core.evals.Comparison as the server sends it: {message, comparison}.
-const reply = {
+// The server's machine.eval.compare reply (CompareReply; its fields are checked against the Python structs).
+const reply: CompareReply = {
   message: "step-10 vs baseline: 0% → 67%",
   comparison: {
     a_name: "baseline",
@@ -44,28 +45,25 @@ test("a comparison becomes a summary and a table of changed rows", () => {
   assert.equal(summary["format rate step-10"], "100.0%");
   assert.equal(summary["style bleed step-10"], "20.0%");
   assert.equal(summary["style bleed baseline"], undefined, "a null rate is not shown");
+  assert.equal(summary["paired rows"], "24");
   assert.equal(summary["Δ accuracy"], "+66.7 pts");
   assert.equal(summary["McNemar p (exact)"], "3.05e-5");
   assert.equal(summary["gained (wrong → right)"], "16");
+  assert.equal(summary["outputs changed"], "20");
   assert.equal(summary["same data"], "✓");
-  assert.equal(summary["only in b"], "1: x9");
-  assert.equal(summary["only in a"], undefined);
+  assert.equal(summary["only in step-10"], "1: x9");
+  assert.equal(summary["only in baseline"], undefined);
   assert.deepEqual(v.columns, ["id", "prompt", "expected", "baseline output", "step-10 output", "baseline ✓", "step-10 ✓"]);
   assert.deepEqual(v.rows.map((r) => r.change), ["fixed", "broken"]);
   assert.deepEqual(v.rows[0]?.cells, ["r1", "2+2?", "answer: 4", "Four", "answer: 4", "✗", "✓"]);
 });
 
-test("a negative delta and a large p", () => {
-  const v = compareView({ a_name: "x", b_name: "y", delta: -0.125, mcnemar_p: 0.5, changed: [] });
+test("a negative delta, a large p, no changed rows", () => {
+  const v = compareView({ ...reply, comparison: { ...reply.comparison, a_name: "x", b_name: "y", delta: -0.125, mcnemar_p: 0.5, changed: [] } });
   const summary = Object.fromEntries(v.summary.map((s) => [s.label, s.value]));
   assert.equal(summary["Δ accuracy"], "−12.5 pts");
   assert.equal(summary["McNemar p (exact)"], "0.500");
   assert.deepEqual(v.rows, []);
-});
-
-test("an odd-shaped reply still renders", () => {
-  assert.equal(compareView({ comparison: {} }).title, "A → B");
-  assert.deepEqual(compareView("oops").summary, [{ label: "result", value: "oops" }]);
 });
 
 test("cells are flattened and truncated", () => {

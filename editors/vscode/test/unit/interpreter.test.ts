@@ -1,17 +1,37 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { test } from "node:test";
-import { chooseInterpreter, expandVariables, explainPreflight, PREFLIGHT_SCRIPT, quoteForShell, serverArgs } from "../../src/logic/interpreter";
+import {
+  chooseInterpreter,
+  expandVariables,
+  explainPreflight,
+  parsePreflight,
+  PREFLIGHT_SCRIPT,
+  quoteForShell,
+  serverArgs,
+  serverEnv,
+  trainingProblem,
+  trainingSetupPlan,
+  type PreflightOutcome,
+} from "../../src/logic/interpreter";
+
+const BUNDLED_LIBS = path.resolve(__dirname, "../../../bundled/libs");
+// A Python without machine-lsp or torch (Debian's), run without its user site.
+const BARE_PYTHON = process.env.MACHINE_E2E_BARE_PYTHON ?? "/usr/bin/python3";
 
 test("the machine.python setting wins over the Python extension and python3", () => {
   assert.deepEqual(chooseInterpreter({ setting: "/opt/py/bin/python", pythonExtension: "/ext/python" }), { command: "/opt/py/bin/python", source: "setting" });
 });
 
-test("the Python extension's interpreter is used when the setting is empty", () => {
-  assert.deepEqual(chooseInterpreter({ setting: "  ", pythonExtension: "/ext/python" }), { command: "/ext/python", source: "python-extension" });
-});
-
-test("python3 when nothing else is known (python on Windows)", () => {
+test("the Python extension's interpreter, then python.defaultInterpreterPath, then python3", () => {
+  assert.deepEqual(chooseInterpreter({ setting: "  ", pythonExtension: "/ext/python", defaultInterpreterPath: "/d/python" }), { command: "/ext/python", source: "python-extension" });
+  assert.deepEqual(chooseInterpreter({ setting: "", defaultInterpreterPath: "${workspaceFolder}/.venv/bin/python", workspaceFolder: "/ws" }), {
+    command: "/ws/.venv/bin/python",
+    source: "python.defaultInterpreterPath",
+  });
+  assert.deepEqual(chooseInterpreter({ setting: "", defaultInterpreterPath: "python", platform: "linux" }), { command: "python3", source: "default" }, "that setting's default is no choice");
   assert.deepEqual(chooseInterpreter({ setting: "", platform: "linux" }), { command: "python3", source: "default" });
   assert.deepEqual(chooseInterpreter({ setting: "", pythonExtension: "", platform: "win32" }), { command: "python", source: "default" });
 });
@@ -26,29 +46,65 @@ test("variables in the setting are expanded", () => {
   assert.equal(expandVariables("python3.11", "/ws", undefined), "python3.11", "a bare command stays a PATH lookup");
 });
 
-test("the server runs as a module of the chosen interpreter", () => {
+test("the server runs as a module; useBundled puts bundled/libs first on PYTHONPATH", () => {
   assert.deepEqual(serverArgs(), ["-m", "machine_lsp.lsp.server"]);
+  assert.equal(serverEnv("useBundled", "/ext/bundled/libs", { PYTHONPATH: "/mine", HOME: "/h" }).PYTHONPATH, `/ext/bundled/libs${path.delimiter}/mine`);
+  assert.equal(serverEnv("useBundled", "/ext/bundled/libs", {}).PYTHONPATH, "/ext/bundled/libs");
+  assert.equal(serverEnv("fromEnvironment", "/ext/bundled/libs", { PYTHONPATH: "/mine" }).PYTHONPATH, "/mine");
+  assert.equal(serverEnv("useBundled", undefined, {}).PYTHONPATH, undefined, "no bundle (a development build): nothing added");
+  assert.equal(serverEnv("useBundled", undefined, {}).PYTHONUNBUFFERED, "1");
 });
 
-test("preflight: a missing interpreter names the setting", () => {
-  const p = explainPreflight({ command: "/nope/python", source: "setting" }, { errorCode: "ENOENT" });
-  assert.ok(p);
-  assert.match(p.message, /Python interpreter not found: \/nope\/python \(from the machine\.python setting\)/);
-  assert.equal(p.installCommand, undefined);
+const ok = (report: object): PreflightOutcome => ({ exitCode: 0, stdout: JSON.stringify(report) + "\n" });
+const report = { version: [3, 11], executable: "/usr/bin/python3", server: true, missing_training: [] };
+
+test("preflight: a missing interpreter names where it came from", () => {
+  const p = explainPreflight({ command: "/nope/python", source: "setting" }, "useBundled", true, { errorCode: "ENOENT" });
+  assert.match(p?.message ?? "", /^Python not found: \/nope\/python \(from the machine\.python setting\)/);
+  assert.deepEqual(p?.actions, ["Set Interpreter", "Show Log"]);
 });
 
-test("preflight: machine-lsp missing gives the pip command for that interpreter", () => {
-  const p = explainPreflight({ command: "/usr/bin/python3", source: "default" }, { exitCode: 3 });
-  assert.ok(p);
-  assert.match(p.message, /^machine-lsp is not installed in \/usr\/bin\/python3: run `\/usr\/bin\/python3 -m pip install machine-lsp`/);
-  assert.equal(p.installCommand, "/usr/bin/python3 -m pip install machine-lsp");
+test("preflight: Python older than 3.11 is refused with its version", () => {
+  const p = explainPreflight({ command: "python3", source: "default" }, "useBundled", true, ok({ ...report, version: [3, 10], server: false }));
+  assert.match(p?.message ?? "", /python3 is Python 3\.10; machine-lsp needs Python 3\.11 or newer/);
 });
 
-test("preflight: ok is no problem; other failures show the last stderr line", () => {
-  assert.equal(explainPreflight({ command: "python3", source: "default" }, { exitCode: 0 }), undefined);
-  const p = explainPreflight({ command: "python3", source: "default" }, { exitCode: 1, stderr: "Traceback\nSyntaxError: bad" });
-  assert.ok(p);
-  assert.match(p.message, /exit 1\): SyntaxError: bad/);
+test("preflight: fromEnvironment without machine-lsp offers the bundled server, never `pip install machine-lsp`", () => {
+  const p = explainPreflight({ command: "/usr/bin/python3", source: "setting" }, "fromEnvironment", true, ok({ ...report, server: false }));
+  assert.match(p?.message ?? "", /^machine-lsp is not installed in \/usr\/bin\/python3 \(from the machine\.python setting\)/);
+  assert.doesNotMatch(p?.message ?? "", /pip install machine-lsp/);
+  assert.deepEqual(p?.actions, ["Use Bundled Server", "Set Interpreter", "Show Log"]);
+  assert.match(explainPreflight({ command: "python3", source: "default" }, "useBundled", false, ok({ ...report, server: false }))?.message ?? "", /no bundled server/);
+});
+
+test("preflight: ok is no problem; a crash shows the last stderr line", () => {
+  assert.equal(explainPreflight({ command: "python3", source: "default" }, "useBundled", true, ok(report)), undefined);
+  const p = explainPreflight({ command: "python3", source: "default" }, "useBundled", true, { exitCode: 1, stderr: "Traceback\nSyntaxError: bad" });
+  assert.match(p?.message ?? "", /exit 1\): SyntaxError: bad/);
+  assert.equal(parsePreflight({ exitCode: 0, stdout: "not json" }), undefined);
+});
+
+test("training verbs: a missing train extra is named", () => {
+  assert.equal(trainingProblem({ command: "python3", source: "default" }, parsePreflight(ok(report))), undefined);
+  assert.match(trainingProblem({ command: "python3", source: "default" }, parsePreflight(ok({ ...report, missing_training: ["torch", "peft"] }))) ?? "", /python3 lacks torch, peft/);
+});
+
+test("Create Training Environment: `make setup` in a checkout, else a venv with the bundled wheel's train extra", () => {
+  const checkout = trainingSetupPlan({ workspaceFolder: "/ws", isCheckout: true, python: "python3", wheel: "/ext/w.whl", storageDir: "/g", platform: "linux" });
+  assert.deepEqual(checkout && { command: checkout.command, cwd: checkout.cwd, interpreter: checkout.interpreter, target: checkout.target }, {
+    command: "make setup",
+    cwd: "/ws",
+    interpreter: "/ws/.venv/bin/python",
+    target: "workspace",
+  });
+  const venv = trainingSetupPlan({ workspaceFolder: "/ws", isCheckout: false, python: "/usr/bin/python3", wheel: "/ext/bundled/dist/machine_lsp-0.1.0-py3-none-any.whl", storageDir: "/g s", platform: "linux" });
+  assert.equal(venv?.interpreter, "/g s/train-venv/bin/python");
+  assert.equal(venv?.target, "global");
+  assert.equal(
+    venv?.command,
+    "/usr/bin/python3 -m venv '/g s/train-venv' && '/g s/train-venv/bin/python' -m pip install --upgrade pip && '/g s/train-venv/bin/python' -m pip install /ext/bundled/dist/machine_lsp-0.1.0-py3-none-any.whl[train]",
+  );
+  assert.equal(trainingSetupPlan({ workspaceFolder: "/ws", isCheckout: false, python: "python3", wheel: undefined, storageDir: "/g" }), undefined);
 });
 
 test("shell quoting of odd interpreter paths", () => {
@@ -56,18 +112,20 @@ test("shell quoting of odd interpreter paths", () => {
   assert.equal(quoteForShell("/My Envs/it's/python"), `'/My Envs/it'\\''s/python'`);
 });
 
-test("the preflight script really distinguishes installed from missing (run with this machine's python3)", () => {
-  const run = (script: string): number => {
-    try {
-      execFileSync("python3", ["-I", "-c", script], { stdio: "pipe" });
-      return 0;
-    } catch (e) {
-      return (e as { status: number }).status;
-    }
-  };
-  const withModule = (pkg: string, mod: string): string =>
-    PREFLIGHT_SCRIPT.replace(/'machine_lsp\.lsp\.server'/g, `'${mod}'`).replace(/'machine_lsp'/g, `'${pkg}'`);
-  assert.equal(run(withModule("no_such_pkg_xyz", "no_such_pkg_xyz.server")), 3);
-  assert.equal(run(withModule("json", "json.no_such_submodule")), 3);
-  assert.equal(run(withModule("json", "json.decoder")), 0);
+function preflight(env: Record<string, string | undefined>): PreflightOutcome {
+  try {
+    return { exitCode: 0, stdout: execFileSync(BARE_PYTHON, ["-s", "-c", PREFLIGHT_SCRIPT], { env: { PATH: process.env.PATH, ...env }, encoding: "utf8" }) };
+  } catch (e) {
+    return { exitCode: (e as { status: number }).status, stderr: String((e as { stderr: unknown }).stderr) };
+  }
+}
+
+test("the preflight script, run by a real python3: without the bundle no server; with it, the server and no torch", { skip: !(fs.existsSync(BUNDLED_LIBS) && fs.existsSync(BARE_PYTHON)) && "no bundled/libs (run scripts/bundle-server.sh) or no bare python3" }, () => {
+  const bare = parsePreflight(preflight({}));
+  assert.ok(bare, "the script prints its report");
+  assert.equal(bare.server, false);
+  assert.ok(bare.missing_training.includes("torch"));
+  const bundled = parsePreflight(preflight(serverEnv("useBundled", BUNDLED_LIBS, {})));
+  assert.equal(bundled?.server, true);
+  assert.ok(bundled?.missing_training.includes("torch"), "the bundle never carries torch");
 });

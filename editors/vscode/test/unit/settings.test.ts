@@ -13,6 +13,7 @@ test("readSettings: reads, trims and sanitizes every setting", () => {
   const s = readSettings(
     getter({
       python: "  /venv/bin/python ",
+      importStrategy: "fromEnvironment",
       engine: "tinker",
       baseModel: "Qwen/Qwen3-8B",
       "data.train": "data/train.jsonl",
@@ -25,6 +26,7 @@ test("readSettings: reads, trims and sanitizes every setting", () => {
   );
   assert.deepEqual(s, {
     python: "/venv/bin/python",
+    importStrategy: "fromEnvironment",
     engine: "tinker",
     baseModel: "Qwen/Qwen3-8B",
     trainPath: "data/train.jsonl",
@@ -61,7 +63,9 @@ test("toServerOptions never carries the interpreter or any key-like field", () =
   assert.equal(Object.keys(opts).some((k) => /key|token|secret/i.test(k)), false);
 });
 
-test("needsRestart only when the interpreter changes", () => {
+test("needsRestart only when the interpreter or the import strategy changes", () => {
   assert.equal(needsRestart(DEFAULT_SETTINGS, { ...DEFAULT_SETTINGS, engine: "tinker" }), false);
   assert.equal(needsRestart(DEFAULT_SETTINGS, { ...DEFAULT_SETTINGS, python: "/x/python" }), true);
+  assert.equal(needsRestart(DEFAULT_SETTINGS, { ...DEFAULT_SETTINGS, importStrategy: "fromEnvironment" }), true);
+  assert.equal(readSettings(getter({ importStrategy: "bogus" })).importStrategy, "useBundled");
 });

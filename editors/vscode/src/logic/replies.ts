@@ -1,0 +1,57 @@
+/**
+ * What the extension shows from the server's machine.* replies. The reply types are generated from the server's
+ * msgspec structs (src/generated/replies.ts), so a renamed field breaks the build here instead of silently showing
+ * nothing. Pure: no `vscode` import.
+ */
+import * as path from "node:path";
+import type { DataReply, JobDeclined, JobSummary, JobsListReply, MachineCommandReplies, TaggedReply, WroteReply } from "../generated/replies";
+
+export type { MachineCommandReplies } from "../generated/replies";
+export type ReplyOf<C extends keyof MachineCommandReplies> = MachineCommandReplies[C];
+
+/** The file *Scaffold SFT Script* opens: the training script it wrote (`written` holds absolute paths). */
+export function scaffoldFileToOpen(reply: WroteReply): string | undefined {
+  return reply.written.find((f) => f.endsWith(".py")) ?? reply.written[0];
+}
+
+/** *Show Data Path*: the store's tagged.jsonl and its counts. */
+export function dataPathText(reply: DataReply): string {
+  const c = reply.counts;
+  const counts = `good ${c.good}, bad ${c.bad}, rewritten ${c.rewritten}, traced ${c.traced}, total ${c.total}`;
+  const warned = reply.warnings.length ? ` · ${reply.warnings.length} warning${reply.warnings.length > 1 ? "s" : ""}: ${reply.warnings[0] ?? ""}` : "";
+  return `Machine data: ${reply.store} (${counts})${warned}`;
+}
+
+export interface TaggedItem {
+  label: string;
+  description: string;
+  detail: string;
+  uri: string;
+  line: number | undefined;
+}
+
+/** *Show Tagged Rows*: one quick-pick item per record, pointing at where the row came from. */
+export function taggedItems(reply: TaggedReply, basename: (uri: string) => string = (u) => path.basename(u)): TaggedItem[] {
+  return reply.records.map((r) => {
+    const line = r.source.line ?? undefined;
+    const where = `${basename(r.source.uri)}${line != null ? `:${line}` : ""}`;
+    const flags = [r.rewritten ? "rewritten" : "", r.trace ? "trace" : "", r.note].filter(Boolean);
+    return {
+      label: `${r.verdict === "good" ? "$(thumbsup)" : "$(thumbsdown)"} ${where}`,
+      description: flags.join(" · "),
+      detail: r.answer.replace(/\s+/g, " ").slice(0, 160),
+      uri: r.source.uri,
+      line,
+    };
+  });
+}
+
+/** A job command's reply: the job, or the user's "no" to a paid or long run. */
+export function isJob(reply: JobSummary | JobDeclined): reply is JobSummary {
+  return reply.status !== "declined";
+}
+
+/** Jobs of `machine.jobs.list` that can still be cancelled. */
+export function cancellableJobs(reply: JobsListReply): { id: string; label: string }[] {
+  return reply.jobs.filter((j) => j.status === "running" || j.status === "starting").map((j) => ({ id: j.job_id, label: j.verb }));
+}

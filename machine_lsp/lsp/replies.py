@@ -1,0 +1,247 @@
+"""The replies of every `machine.*` command, as msgspec structs: the contract between the server and its clients.
+
+The VS Code extension's TypeScript types are generated from these structs' JSON schema:
+
+    python -m machine_lsp.lsp.replies --schema editors/vscode/src/generated/replies.schema.json
+
+(`make -C editors/vscode generate` runs this and `json-schema-to-typescript`; the extension's unit tests fail when
+the checked-in files drift from what these structs produce.) Field names are the wire names: change one here and
+the extension's build tells you every place that reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import msgspec.inspect
+from msgspec import UNSET, UnsetType
+
+from machine_lsp.core.evals import Comparison
+from machine_lsp.core.schema import Source, Verdict
+from machine_lsp.core.store import StoreCounts
+
+JobStatus = Literal["starting", "running", "done", "failed", "cancelled"]
+
+
+class TagReply(msgspec.Struct):
+    """`machine.tag`: the record written (or the one it duplicates)."""
+
+    id: str
+    verdict: Verdict
+    duplicate_of: str | None
+    message: str
+    store: str  # the store's tagged.jsonl
+
+
+class TaggedRecord(msgspec.Struct):
+    id: str
+    verdict: Verdict
+    note: str
+    source: Source
+    answer: str  # the assistant's answer, first 200 characters
+    rewritten: bool
+    trace: bool
+    created_at: str
+
+
+class TaggedReply(msgspec.Struct):
+    """`machine.tagged`: the store's records (optionally of one verdict)."""
+
+    store: str
+    records: list[TaggedRecord]
+    warnings: list[str]
+
+
+class DataReply(msgspec.Struct):
+    """`machine.data`: where the store is and what it holds."""
+
+    store: str
+    counts: StoreCounts
+    warnings: list[str]
+
+
+class JobSummary(msgspec.Struct):
+    """A job the server ran or runs: the reply of `machine.validate`, `machine.train.smoke|run` and
+    `machine.eval.baseline|checkpoint|probe` (and the `data` of their error when the job failed)."""
+
+    job_id: str
+    verb: str
+    status: JobStatus
+    message: str
+    run_id: str | None
+    run_dir: str | None
+    result: dict[str, Any] | None  # the job's `done` event result
+    pid: int | None
+    started: float  # seconds since the epoch
+    ended: float | None
+    last_event: dict[str, Any] | None  # the last machine/jobEvent payload
+
+
+class JobDeclined(msgspec.Struct):
+    """A paid or long job the user declined when asked: nothing ran."""
+
+    status: Literal["declined"]
+    message: str
+
+
+class WroteReply(msgspec.Struct):
+    """`machine.train.sft` and `machine.eval.init`: the files written (absolute paths)."""
+
+    written: list[str]
+    message: str
+
+
+class CompareReply(msgspec.Struct):
+    """`machine.eval.compare`: B against A."""
+
+    message: str
+    comparison: Comparison
+
+
+class RunEntry(msgspec.Struct, omit_defaults=True):
+    """A run directory on disk; job, status and created_at are absent when it has no manifest."""
+
+    run_dir: str
+    id: str
+    job: str | UnsetType = UNSET
+    status: str | UnsetType = UNSET
+    created_at: str | UnsetType = UNSET
+
+
+class JobsListReply(msgspec.Struct):
+    """`machine.jobs.list`: this server's jobs and the newest run directories."""
+
+    jobs: list[JobSummary]
+    runs: list[RunEntry]
+
+
+class CancelReply(JobSummary):
+    """`machine.jobs.cancel`: whether a cancel was sent, and the job as it stands after it."""
+
+    cancelled: bool
+
+
+class ServerSettingsInfo(msgspec.Struct):
+    trainGlobs: list[str]  # noqa: N815 - wire names
+    evalGlobs: list[str]  # noqa: N815
+    debounceMs: int  # noqa: N815
+
+
+class DocumentTiming(msgspec.Struct):
+    last_check_ms: float
+    last_checked_lines: int
+
+
+class InfoReply(msgspec.Struct):
+    """`machine.server.info`: what the server runs on and how it is set up."""
+
+    version: str
+    pid: int
+    python: str
+    heavy_modules: list[str]  # torch & co. loaded in the server process: should always be empty
+    diagnostics: Literal["pull", "push"]
+    position_encoding: str
+    client_progress: bool
+    settings: ServerSettingsInfo
+    timing: dict[str, DocumentTiming]
+
+
+JobReply = JobSummary | JobDeclined
+
+#: command id -> the struct(s) its reply can be.
+COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
+    "machine.tag": (TagReply,),
+    "machine.tagged": (TaggedReply,),
+    "machine.data": (DataReply,),
+    "machine.validate": (JobSummary,),
+    "machine.train.sft": (WroteReply,),
+    "machine.eval.init": (WroteReply,),
+    "machine.eval.compare": (CompareReply,),
+    "machine.jobs.list": (JobsListReply,),
+    "machine.jobs.cancel": (CancelReply,),
+    "machine.server.info": (InfoReply,),
+    "machine.train.smoke": (JobSummary, JobDeclined),
+    "machine.train.run": (JobSummary, JobDeclined),
+    "machine.eval.baseline": (JobSummary, JobDeclined),
+    "machine.eval.checkpoint": (JobSummary, JobDeclined),
+    "machine.eval.probe": (JobSummary, JobDeclined),
+}
+
+
+def to_wire(reply: Any) -> Any:
+    """What goes into the JSON-RPC result: plain builtins (pygls cannot serialise msgspec structs itself)."""
+    return msgspec.to_builtins(reply) if isinstance(reply, msgspec.Struct) else reply
+
+
+def schema() -> dict[str, Any]:
+    """One JSON schema: an object `MachineCommandReplies` whose properties map each command id to its reply."""
+    structs = sorted({t for types in COMMAND_REPLIES.values() for t in types}, key=lambda t: t.__name__)
+    (_, *_), components = msgspec.json.schema_components(structs, ref_template="#/$defs/{name}")
+    properties: dict[str, Any] = {}
+    for command, types in sorted(COMMAND_REPLIES.items()):
+        refs = [{"$ref": f"#/$defs/{t.__name__}"} for t in types]
+        properties[command] = refs[0] if len(refs) == 1 else {"anyOf": refs}
+    for name, struct in _reachable_structs(structs).items():
+        component = components[name]
+        # Closed objects; a struct that does not omit defaults always sends every field, so all are required.
+        component["additionalProperties"] = False
+        if not struct.__struct_config__.omit_defaults:
+            component["required"] = list(component.get("properties", {}))
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "MachineCommandReplies",
+        "description": "The reply of each machine.* workspace/executeCommand (generated from machine_lsp/lsp/replies.py).",
+        "type": "object",
+        "properties": properties,
+        "required": sorted(properties),
+        "additionalProperties": False,
+        "$defs": dict(sorted(components.items())),
+    }
+
+
+def _reachable_structs(roots: list[type[msgspec.Struct]]) -> dict[str, type[msgspec.Struct]]:
+    found: dict[str, type[msgspec.Struct]] = {}
+
+    def walk(info: msgspec.inspect.Type) -> None:
+        if isinstance(info, msgspec.inspect.StructType):
+            if info.cls.__name__ in found:
+                return
+            found[info.cls.__name__] = info.cls
+            for field in info.fields:
+                walk(field.type)
+        elif isinstance(info, msgspec.inspect.UnionType):
+            for member in info.types:
+                walk(member)
+        elif isinstance(info, msgspec.inspect.ListType | msgspec.inspect.DictType):
+            walk(info.item_type if isinstance(info, msgspec.inspect.ListType) else info.value_type)
+
+    for info in msgspec.inspect.multi_type_info(roots):
+        walk(info)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m machine_lsp.lsp.replies",
+        description="Write the JSON schema of the machine.* replies.",
+    )
+    parser.add_argument(
+        "--schema", metavar="PATH", help="write the schema here ('-' for stdout)", default="-"
+    )
+    args = parser.parse_args(argv)
+    text = json.dumps(schema(), indent=2, ensure_ascii=False) + "\n"
+    if args.schema == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.schema).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.schema).write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
