@@ -5,8 +5,9 @@ from __future__ import annotations
 from lsprotocol import types
 
 from machine_lsp.core.schema import Message, text_of
+from machine_lsp.core.selection import row_info
+from machine_lsp.core.transcripts import TranscriptError, turn_at
 from machine_lsp.lsp.features import LanguageFeature
-from machine_lsp.lsp.features.code_actions import row_info
 
 MAX_CHARS = 600
 
@@ -42,10 +43,10 @@ def _preview(message: Message) -> str:
 class HoverFeature(LanguageFeature):
     def register(self) -> None:
         @self.server.feature(types.TEXT_DOCUMENT_HOVER)
-        def hover(params: types.HoverParams) -> types.Hover | None:
-            return self.hover(params.text_document.uri, params.position.line)
+        async def hover(params: types.HoverParams) -> types.Hover | None:
+            return await self.hover(params.text_document.uri, params.position.line)
 
-    def hover(self, uri: str, line0: int) -> types.Hover | None:
+    async def hover(self, uri: str, line0: int) -> types.Hover | None:
         doc = self.server.open_document(uri)
         if doc is None:
             return None
@@ -55,12 +56,13 @@ class HoverFeature(LanguageFeature):
         info = row_info(lines[line0])
         if info is None or info["kind"] != "session_log":
             return None
-        from machine_lsp.core.transcripts import TranscriptError, load_turns, turn_at
-
         try:
-            turn = turn_at(load_turns(doc.source, uri), line0 + 1)
+            # Built once per document version, in a worker thread: the event loop keeps answering meanwhile.
+            turn = turn_at(await self.server.turns.get(doc), line0 + 1)
         except TranscriptError as exc:
             value = f"machine: cannot tag this entry: {exc.message}"
+        except (UnicodeError, RecursionError) as exc:
+            value = f"machine: cannot tag this entry: {type(exc).__name__}: {exc}"
         else:
             value = render_turn(turn)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))
