@@ -134,6 +134,11 @@ def has_workspace(server: LanguageServer) -> bool:
     return server.protocol._workspace is not None  # type: ignore[attr-defined]
 
 
+def open_request_count(server: LanguageServer) -> int:
+    """How many futures pygls holds for requests in flight (bounded with the leak fix; machine.server.info)."""
+    return len(server.protocol._request_futures)
+
+
 def unregister_feature(server: LanguageServer, method: str) -> None:
     """Withdraw a feature before the capabilities are computed (a push-only client gets no diagnosticProvider).
     pygls 2.1.1 has no unregister; drop when it has one."""
@@ -148,6 +153,7 @@ MAX_HEADER_LINE = 8192
 #: A body that stops arriving for this long is given up on (a Content-Length larger than the message).
 STALL_SECONDS = float(os.environ.get("MACHINE_LSP_FRAME_STALL_S", "5"))
 _CHUNK = 1 << 20
+_LENGTH_NAME = re.compile(rb"content-length:", re.IGNORECASE)
 _LENGTH = re.compile(rb"^content-length:[ \t]*(\S*)[ \t]*$", re.IGNORECASE)
 # A header can never occur inside a JSON body: raw line breaks are not allowed in JSON strings, and the name is not
 # JSON outside one. So a match marks where the next message starts.
@@ -215,6 +221,11 @@ class FrameReader:
                     raise FrameError("a header without Content-Length")
                 return length
             started = True
+            stray = _LENGTH_NAME.search(line)
+            if stray is not None and stray.start() > 0:
+                # The end of a body longer than its Content-Length said, then the next header: keep the header.
+                print(f"machine-lsp: skipped {stray.start()} stray bytes before a header", file=sys.stderr)
+                line = line[stray.start() :]
             match = _LENGTH.match(line)
             if match is not None:
                 value = match.group(1)
@@ -311,6 +322,7 @@ async def serve_frames(server: LanguageServer, stream: BinaryIO) -> int:
                 message = json.loads(frame, object_hook=protocol.structure_message)
             except (ValueError, RecursionError) as exc:
                 print(f"machine-lsp: unreadable message skipped: {exc}", file=sys.stderr)
+                _answer_broken_request(protocol, FrameError(f"not JSON: {exc}", frame))
                 continue
             except JsonRpcException:
                 continue  # structure_message has answered it

@@ -22,6 +22,7 @@ from pygls.uris import to_fs_path
 from machine_lsp import __version__
 from machine_lsp.core import selection
 from machine_lsp.core.lines import split_lines_keep_ends
+from machine_lsp.lsp import compat
 from machine_lsp.lsp.features import WORK_DONE_TOKEN, JobUnavailable, LanguageFeature
 from machine_lsp.lsp.positions import to_codepoint_index
 
@@ -378,6 +379,7 @@ class CommandsFeature(LanguageFeature):
             "position_encoding": str(self.server.workspace.position_encoding),
             "client_progress": bool(caps.window and caps.window.work_done_progress),
             "settings": self.server.settings.to_client(),
+            "open_requests": compat.open_request_count(self.server),
             "timing": {
                 uri: {"last_check_ms": st.last_check_ms, "last_checked_lines": st.last_checked_lines}
                 for uri, st in self.server.diagnostics.docs.items()
