@@ -34,7 +34,9 @@ def pi_log(entries: int) -> tuple[str, int]:
         text = f"{role} turn {index}: " + "some words of the conversation " * 4
         message = {"role": role, "content": text if role == "user" else [{"type": "text", "text": text}]}
         lines.append(
-            json.dumps({"type": "message", "id": entry_id, "parentId": parent, "timestamp": "t", "message": message})
+            json.dumps(
+                {"type": "message", "id": entry_id, "parentId": parent, "timestamp": "t", "message": message}
+            )
         )
         parent = entry_id
     last_assistant = len(lines) if entries % 2 == 0 else len(lines) - 1
@@ -78,7 +80,12 @@ def measure(client: RawClient, path: Path, text: str, line: int) -> dict[str, fl
     tag_s = time.perf_counter() - started
     assert "result" in tagged, tagged
     client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
-    return {"hover_s": hover_s, "tag_s": tag_s, "pings": len(waits), "max_ping_ms": max(waits, default=0) * 1000}
+    return {
+        "hover_s": hover_s,
+        "tag_s": tag_s,
+        "pings": len(waits),
+        "max_ping_ms": max(waits, default=0) * 1000,
+    }
 
 
 def main() -> int:
