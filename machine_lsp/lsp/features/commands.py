@@ -380,6 +380,7 @@ class CommandsFeature(LanguageFeature):
             "client_progress": bool(caps.window and caps.window.work_done_progress),
             "settings": self.server.settings.to_client(),
             "open_requests": compat.open_request_count(self.server),
+            "line_cache_chars": self.server.diagnostics.cache_chars,
             "timing": {
                 uri: {"last_check_ms": st.last_check_ms, "last_checked_lines": st.last_checked_lines}
                 for uri, st in self.server.diagnostics.docs.items()

@@ -307,6 +307,11 @@ class DiagnosticsFeature(LanguageFeature):
             found[i] = entry
         return found  # type: ignore[return-value]
 
+    @property
+    def cache_chars(self) -> int:
+        """What the per-line cache holds, in characters of line text plus a per-entry allowance."""
+        return self._cache_chars
+
     def _clear_cache(self) -> None:
         self._cache.clear()
         self._cache_chars = 0
