@@ -206,3 +206,18 @@ def test_the_cli_itself_counts_lines_this_way(tmp_path):
         timeout=60,
     )
     assert ":2:" in out.stdout + out.stderr and ":3:" not in out.stdout + out.stderr
+
+
+def test_training_and_eval_readers_use_the_same_rule(tmp_path):
+    from machine_lsp.core.evals import load_cases
+    from machine_lsp.core.schema import read_training_rows
+
+    messages = [{"role": "user", "content": "a\u2028b\x85c"}, {"role": "assistant", "content": "d\u2029e"}]
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"messages": messages}, ensure_ascii=False) + "\r\n", encoding="utf-8")
+    ((line_no, row),) = read_training_rows(path)
+    assert line_no == 1 and row.messages[0].content == "a\u2028b\x85c"
+    eval_path = tmp_path / "eval.jsonl"
+    eval_row = {"messages": messages[:1], "expected": "x\u2028y"}
+    eval_path.write_text(json.dumps(eval_row, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert len(load_cases(eval_path)) == 1
