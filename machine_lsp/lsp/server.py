@@ -21,6 +21,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from machine_lsp import __version__
+from machine_lsp.core.sniff import session_log_format
 from machine_lsp.lsp import compat
 from machine_lsp.lsp.documents import LineDocument
 from machine_lsp.lsp.features import WORK_DONE_TOKEN, LanguageFeature
@@ -77,6 +78,7 @@ class MachineLanguageServer(LanguageServer):
         async def on_shutdown(params: None) -> None:
             for feature in self.features:
                 await feature.shutdown()
+            self.turns.shutdown()
 
         @self.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
         def on_configuration(params: types.DidChangeConfigurationParams) -> None:
@@ -89,6 +91,9 @@ class MachineLanguageServer(LanguageServer):
 
         @self.feature(types.TEXT_DOCUMENT_DID_OPEN)
         def did_open(params: types.DidOpenTextDocumentParams) -> None:
+            doc = self.open_document(params.text_document.uri)
+            if doc is not None and session_log_format(doc.lines) is not None:
+                self.spawn(self.turns.prepare(doc), f"turns of {doc.uri}")
             self._dispatch("document_open", params.text_document.uri)
 
         @self.feature(types.TEXT_DOCUMENT_DID_CHANGE)

@@ -141,18 +141,13 @@ class CommandsFeature(LanguageFeature):
             raise CommandError(message=f"{uri}: cannot read as UTF-8 text ({exc})") from None
 
     async def _turn(self, uri: str, lines: list[str], line: int | None, trace: bool):
+        if line is not None and not selection.is_session_log(lines):
+            return selection.turn_at_line(lines, uri, line, trace=trace)  # a chat row: one line, parsed here
+        # A whole file: in the turns worker process (cached per version for an open document).
         doc = self.server.open_document(uri)
-        if doc is not None and selection.is_session_log(lines):
-            # A session log's turns are cached per document version and built off the event loop.
-            from machine_lsp.core.transcripts import turn_at
-
-            return turn_at(await self.server.turns.get(doc, trace=trace), line)
-        if line is None or selection.is_session_log(lines):
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(
-                self.server.turns.executor, lambda: selection.turn_at_line(lines, uri, line, trace=trace)
-            )
-        return selection.turn_at_line(lines, uri, line, trace=trace)
+        if doc is not None:
+            return await self.server.turns.turn(doc, line, trace)
+        return await self.server.turns.turn_of_lines(list(lines), uri, line, trace)
 
     def _selection_turn(self, uri: str, lines: list[str], args: dict[str, Any]):
         try:

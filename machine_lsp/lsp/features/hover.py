@@ -4,40 +4,11 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from machine_lsp.core.schema import Message, text_of
 from machine_lsp.core.selection import row_info
-from machine_lsp.core.transcripts import TranscriptError, turn_at
 from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.turn_worker import MAX_CHARS, MAX_MESSAGES, render_turn
 
-MAX_CHARS = 600
-
-
-def render_turn(turn) -> str:
-    out = [f"**machine: tagging this {'entry' if turn.source.kind == 'session_log' else 'row'} stores**", ""]
-    for message in turn.messages:
-        out.append(f"- **{message.role}**: {_preview(message)}")
-    if turn.tags_blocked:
-        out += ["", f"⚠ cannot be tagged good: {turn.tags_blocked}"]
-    for warning in getattr(turn, "warnings", []) or []:
-        out.append(f"⚠ {warning}")
-    src = turn.source
-    meta = [
-        f"{k}: {v}"
-        for k, v in (("model", src.model), ("provider", src.provider), ("entry", src.entry_id))
-        if v
-    ]
-    if meta:
-        out += ["", " · ".join(meta)]
-    return "\n".join(out)
-
-
-def _preview(message: Message) -> str:
-    text = text_of(message)
-    if message.tool_calls:
-        calls = ", ".join(f"`{c.function.name}`" for c in message.tool_calls)
-        text = (text + " " if text else "") + f"[tool calls: {calls}]"
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS] + "…"
+__all__ = ["MAX_CHARS", "MAX_MESSAGES", "HoverFeature", "render_turn"]
 
 
 class HoverFeature(LanguageFeature):
@@ -56,13 +27,6 @@ class HoverFeature(LanguageFeature):
         info = row_info(lines[line0])
         if info is None or info["kind"] != "session_log":
             return None
-        try:
-            # Built once per document version, in a worker thread: the event loop keeps answering meanwhile.
-            turn = turn_at(await self.server.turns.get(doc), line0 + 1)
-        except TranscriptError as exc:
-            value = f"machine: cannot tag this entry: {exc.message}"
-        except (UnicodeError, RecursionError) as exc:
-            value = f"machine: cannot tag this entry: {type(exc).__name__}: {exc}"
-        else:
-            value = render_turn(turn)
+        # Built once per document version, in the turns worker process: the event loop keeps answering meanwhile.
+        value = await self.server.turns.hover(doc, line0 + 1)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))
