@@ -179,15 +179,19 @@ class FrameReader:
         self.stream = stream
         self.buffer = bytearray()
         self.eof = False
+        self._pending: asyncio.Future[bytes] | None = None
         # Its own thread: pygls's pool also runs `@server.thread()` handlers, which must not delay reading.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="machine-lsp-stdin")
 
     async def _fill(self, timeout: float | None = None) -> bool:
         if self.eof:
             return False
-        loop = asyncio.get_running_loop()
-        read = getattr(self.stream, "read1", self.stream.read)
-        data = await asyncio.wait_for(loop.run_in_executor(self.executor, read, _CHUNK), timeout)
+        if self._pending is None:
+            read = getattr(self.stream, "read1", self.stream.read)
+            self._pending = asyncio.get_running_loop().run_in_executor(self.executor, read, _CHUNK)
+        # Shielded: a read that outlives the timeout stays pending, and its bytes are taken by the next call.
+        data = await asyncio.wait_for(asyncio.shield(self._pending), timeout)
+        self._pending = None
         if not data:
             self.eof = True
             return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,13 @@ def test_frames_split_across_writes_are_joined(raw):
     for index in range(0, len(data), 7):
         raw.send_bytes(data[index : index + 7])
     assert raw.reply(902)["result"]["version"]
+
+
+def test_a_body_that_never_completes_is_given_up_and_the_next_message_read(raw):
+    """Content-Length larger than the message and nothing more for a while: the reader gives up on it after the
+    stall time (1 s here) and reads the next message whole, even though a read was pending meanwhile."""
+    body = _body(903)
+    raw.send_bytes(b"Content-Length: %d\r\n\r\n" % (len(body) + 100) + body)
+    assert "error" in raw.reply(903, timeout=10)  # answered ParseError once given up
+    time.sleep(1.5)
+    _alive(raw)
