@@ -3,7 +3,8 @@
 For each log format (a generator below; add Claude Code / Codex by listing theirs in FORMATS) and each size
 (1k, 10k, 40k entries): open the log, hover on the last assistant entry while pinging the server every 10 ms
 (`machine.server.info`; the longest ping answer is the longest stall of the event loop), then tag that entry.
-Target: time linear in the entries, no ping waiting more than 100 ms.
+Target: time linear in the entries, no ping waiting more than 100 ms. The turns are built in a worker process
+(machine_lsp/lsp/turns.py): its peak memory is reported separately.
 
 Usage: python bench/long_session.py [--sizes 1000,10000,40000] [--json out.json]
 """
@@ -52,6 +53,18 @@ def rss_peak_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def children_peak_rss_mb(pid: int) -> float:
+    """Peak RSS of the server's child processes (the turns worker), summed."""
+    total = 0.0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                total += rss_peak_mb(int(child))
+            except OSError:
+                continue
+    return total
 
 
 def measure(client: RawClient, path: Path, text: str, line: int) -> dict[str, float]:
@@ -106,14 +119,17 @@ def main() -> int:
                 row = {"format": name, "entries": size, "mb": len(text) / 1e6}
                 row.update(measure(client, root / "session.jsonl", text, line))
                 row["peak_rss_mb"] = rss_peak_mb(client.proc.pid)
+                row["worker_peak_rss_mb"] = children_peak_rss_mb(client.proc.pid)
                 client.close()
                 results.append(row)
-    print("| format | entries | MB | hover s | tag s | longest ping wait ms | server peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| format | entries | MB | hover s | tag s | longest ping wait ms | server peak RSS MB | worker peak RSS MB |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(
             f"| {r['format']} | {r['entries']} | {r['mb']:.1f} | {r['hover_s']:.2f} | {r['tag_s']:.2f} "
-            f"| {r['max_ping_ms']:.0f} | {r['peak_rss_mb']:.0f} |"
+            f"| {r['max_ping_ms']:.0f} | {r['peak_rss_mb']:.0f} | {r['worker_peak_rss_mb']:.0f} |"
         )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
