@@ -13,30 +13,37 @@ BINARY_SNIFF_CHARS = 8192
 _FIRST_LINES = 64
 
 
-def first_nonblank(lines: Iterable[str]) -> str:
-    """The first line that is not blank (looked for among the first few), without its ending; "" if none."""
-    for count, line in enumerate(lines):
-        if count >= _FIRST_LINES:
+def first_nonblank_lines(lines: Iterable[str], count: int) -> list[str]:
+    """Up to `count` non-blank lines from the start (among the first few), without their endings."""
+    out: list[str] = []
+    for seen, line in enumerate(lines):
+        if seen >= _FIRST_LINES or len(out) >= count:
             break
         if line.strip():
-            return line.rstrip("\r\n").lstrip("\ufeff")
-    return ""
+            out.append(line.rstrip("\r\n").lstrip("\ufeff") if not out else line.rstrip("\r\n"))
+    return out
 
 
 def session_log_format(lines: Iterable[str]) -> str | None:
     """The name of the harness whose session log this is ("pi", ...), or None for chat JSONL / anything else.
 
-    Decided by the transcript adapters' own sniffers on the first non-blank line, so that a format added to
-    `transcripts.ADAPTERS` is recognised everywhere at once. The chat JSONL adapter (last, the fallback) is not a
-    session log."""
-    from machine_lsp.core.transcripts import ADAPTERS
+    Decided by the transcript adapters' own sniffers, so that a format added to `transcripts.ADAPTERS` is
+    recognised everywhere at once: `transcripts.pick_adapter` on the first non-blank lines where the transcripts
+    package has it (multi-line sniffing), else each adapter's `sniff` on the first line. The chat JSONL adapter
+    (last, the fallback) is not a session log."""
+    from machine_lsp.core import transcripts
 
-    first = first_nonblank(lines)
-    if not first:
+    head = first_nonblank_lines(lines, 8)
+    if not head:
         return None
-    for adapter in ADAPTERS[:-1]:
+    pick = getattr(transcripts, "pick_adapter", None)
+    if pick is not None:
+        adapter = pick(head)
+        chat = transcripts.ADAPTERS[-1]
+        return None if adapter is None or adapter is chat else adapter.name
+    for adapter in transcripts.ADAPTERS[:-1]:
         try:
-            if adapter.sniff(first):
+            if adapter.sniff(head[0]):
                 return adapter.name
         except (RecursionError, ValueError):  # a line nested too deeply to decode is nobody's header
             continue
