@@ -21,6 +21,7 @@ from typing import Literal
 
 import msgspec
 
+from machine_lsp.core.lines import split_lines
 from machine_lsp.core.schema import EvalRow, Message, TrainingRow, text_of, training_row_from_obj
 
 Grader = Literal["exact", "contains", "regex"]
@@ -174,7 +175,7 @@ def load_cases(path: Path) -> list[EvalCase]:
     except UnicodeDecodeError as exc:
         raise EvalError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     cases: list[EvalCase] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -515,7 +516,7 @@ def load_probe_questions(path: Path) -> list[str]:
         raise EvalError(f"{path}: cannot read probe questions: {exc}") from None
     questions: list[str] = []
     jsonl = path.suffix == ".jsonl"
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         if not jsonl:

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from machine_lsp.core.lines import split_lines
+
 Role = Literal["system", "user", "assistant", "tool"]
 MatchKind = Literal["exact", "contains", "regex"]
 Verdict = Literal["good", "bad"]
@@ -200,7 +202,7 @@ def read_training_rows(path: Path) -> list[tuple[int, TrainingRow]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise RowFileError(f"{path}: cannot read: {exc}") from None
     rows: list[tuple[int, TrainingRow]] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         try:

@@ -4,4 +4,6 @@ import sys
 
 from machine_lsp.lsp.server import main
 
-sys.exit(main())
+# The guard matters: the turns worker process (spawn) imports this module as `__mp_main__`.
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,10 @@
 """A line-array text document so that an edit to one line of a 100k-row file costs O(edit), not O(file).
 
-pygls's `TextDocument` keeps one string and re-splits it on every change and every `lines` access. This subclass
-keeps the lines (with their endings) in a list, splices incremental changes into it, joins the source lazily and
-records which lines each change touched (`take_edits`) so that diagnostics re-check only those lines.
+pygls's `TextDocument` keeps one string and re-splits it (with `str.splitlines`, which also breaks at U+2028 and
+friends) on every change and every `lines` access. This subclass keeps the lines (with their endings, split by the
+one rule in `machine_lsp.core.lines`) in a list, splices incremental changes into it, joins the source lazily and
+records which lines each change touched (`take_edits`) so that diagnostics re-check only those lines. It overrides
+public members only (`apply_change`, `lines`, `source`); the workspace that creates it lives in `compat.py`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lsprotocol import types
-from pygls.workspace import TextDocument, Workspace
+from pygls.workspace import TextDocument
+
+from machine_lsp.core.lines import has_line_end, split_lines_keep_ends
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,56 +29,59 @@ class LineEdit:
 FULL_EDIT = LineEdit(-1, -1, -1)
 
 
-def split_lines(text: str) -> list[str]:
-    return text.splitlines(True)
+def _lone_cr(line: str) -> bool:
+    return line.endswith("\r")
 
 
 class LineDocument(TextDocument):
     """TextDocument whose storage is a list of lines; `source` is joined on demand and cached."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._line_list: list[str] | None = split_lines(self._source) if self._source is not None else None
-        self._joined: str | None = self._source
+    def __init__(self, uri: str, source: str | None = None, *args, **kwargs) -> None:
+        # pygls's own string stays None: every read goes through `lines` / `source` below.
+        super().__init__(uri, None, *args, **kwargs)
+        text = source or ""
+        self._line_list: list[str] = split_lines_keep_ends(text)
+        self._joined: str | None = text
+        self._chars = len(text)
         self.edits: list[LineEdit] = []
-        self._chars: int | None = len(self._source) if self._source is not None else None
 
     # -- storage --------------------------------------------------------------------------------------------
     @property
     def lines(self) -> list[str]:  # type: ignore[override]
-        if self._line_list is None:
-            self._line_list = split_lines(super().source)
         return self._line_list
 
     @property
     def source(self) -> str:  # type: ignore[override]
         if self._joined is None:
-            if self._line_list is None:
-                return super().source
             self._joined = "".join(self._line_list)
         return self._joined
 
     @property
     def chars(self) -> int:
         """Length of the text in code points, kept up to date by every change."""
-        if self._chars is None:
-            self._chars = sum(map(len, self.lines))
         return self._chars
+
+    @property
+    def byte_estimate(self) -> int:
+        """Roughly what the text costs in memory (code points; the joined copy when one is held)."""
+        return self._chars * (2 if self._joined is not None else 1)
 
     def take_edits(self) -> list[LineEdit]:
         edits, self.edits = self.edits, []
         return edits
 
     # -- changes --------------------------------------------------------------------------------------------
-    def _apply_full_change(self, change: types.TextDocumentContentChangeEvent) -> None:
-        self._line_list = split_lines(change.text)
-        self._joined = change.text
-        self._chars = len(change.text)
-        self._source = None
-        self.edits.append(FULL_EDIT)
+    def apply_change(self, change: types.TextDocumentContentChangeEvent) -> None:
+        if isinstance(change, types.TextDocumentContentChangePartial):
+            self._apply_range_change(change)
+        else:
+            self._line_list = split_lines_keep_ends(change.text)
+            self._joined = change.text
+            self._chars = len(change.text)
+            self.edits.append(FULL_EDIT)
 
-    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
-        lines = self.lines
+    def _apply_range_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        lines = self._line_list
         rng = self.position_codec.range_from_client_units(lines, change.range)
         start_line, start_col = rng.start.line, rng.start.character
         end_line, end_col = rng.end.line, rng.end.character
@@ -87,31 +94,24 @@ class LineDocument(TextDocument):
         first = lines[start_line] if start_line < len(lines) else ""
         last = lines[end_line] if end_line < len(lines) else ""
         new_text = first[:start_col] + change.text + last[end_col:]
-        new_lines = split_lines(new_text)
         old_end = min(end_line + 1, len(lines))
-        # A change that leaves a line without its ending joins it with the next one (e.g. deleting a newline).
-        if new_lines and not new_lines[-1].endswith(("\n", "\r")) and old_end < len(lines):
-            new_lines[-1] += lines[old_end]
+        # A lone "\r" ending the line above and a "\n" starting the new text are one "\r\n" line ending.
+        if start_line > 0 and new_text.startswith("\n") and _lone_cr(lines[start_line - 1]):
+            start_line -= 1
+            new_text = lines[start_line] + new_text
+        new_lines = split_lines_keep_ends(new_text)
+        # A change that leaves a line without its ending joins it with the next one (e.g. deleting a newline);
+        # one that leaves a lone "\r" before a line that is just "\n" makes them one "\r\n" ending.
+        while new_lines and old_end < len(lines):
+            tail = new_lines[-1]
+            if not has_line_end(tail):
+                new_lines[-1:] = split_lines_keep_ends(tail + lines[old_end])
+            elif _lone_cr(tail) and lines[old_end].startswith("\n"):
+                new_lines[-1:] = split_lines_keep_ends(tail + lines[old_end])
+            else:
+                break
             old_end += 1
-        if self._chars is not None:
-            self._chars += sum(map(len, new_lines)) - sum(map(len, lines[start_line:old_end]))
+        self._chars += sum(map(len, new_lines)) - sum(map(len, lines[start_line:old_end]))
         lines[start_line:old_end] = new_lines
         self._joined = None
-        self._source = None
         self.edits.append(LineEdit(start_line, old_end, len(new_lines)))
-
-
-def install_line_documents(workspace: Workspace) -> None:
-    """Make `workspace` create LineDocuments (pygls has no public hook for the document class)."""
-
-    def create(doc_uri: str, source=None, version=None, language_id=None) -> TextDocument:
-        return LineDocument(
-            doc_uri,
-            source=source,
-            version=version,
-            language_id=language_id,
-            sync_kind=workspace._sync_kind,
-            position_codec=workspace.position_codec,
-        )
-
-    workspace._create_text_document = create  # type: ignore[method-assign]

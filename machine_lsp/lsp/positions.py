@@ -5,9 +5,9 @@ from __future__ import annotations
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
+from machine_lsp.core.lines import strip_line_end
 
-def strip_eol(line: str) -> str:
-    return line.rstrip("\r\n")
+strip_eol = strip_line_end
 
 
 def to_client_character(codec: PositionCodec, line: str, codepoint_index: int) -> int:

@@ -148,6 +148,8 @@ class InfoReply(msgspec.Struct):
     position_encoding: str
     client_progress: bool
     settings: ServerSettingsInfo
+    open_requests: int  # request futures pygls holds (bounded: the notification-future leak is fixed)
+    line_cache_chars: int  # characters held by the per-line validation cache (bounded by size)
     timing: dict[str, DocumentTiming]
 
 

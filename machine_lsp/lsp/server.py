@@ -2,73 +2,48 @@
 
 Start it with `machine-lsp` (stdio) or `machine-lsp --tcp 2087` for debugging. This process never imports
 torch, transformers, tinker, tinker_cookbook or peft: long work runs in `python -m machine_lsp.jobs` children.
+Everything that depends on pygls internals is in `compat.py`.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
-from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 
 from machine_lsp import __version__
-from machine_lsp.lsp.documents import install_line_documents
+from machine_lsp.core.sniff import session_log_format
+from machine_lsp.lsp import compat
+from machine_lsp.lsp.documents import LineDocument
 from machine_lsp.lsp.features import WORK_DONE_TOKEN, LanguageFeature
 from machine_lsp.lsp.settings import Settings
+from machine_lsp.lsp.turns import TurnCache
 
 HEAVY_MODULES = ("torch", "transformers", "tinker", "tinker_cookbook", "peft")
+SYNC_KIND = types.TextDocumentSyncKind.Incremental
 
 logger = logging.getLogger(__name__)
-
-
-class MachineProtocol(LanguageServerProtocol):
-    """pygls 2.1.1 runs `workspace/executeCommand` handlers as a sub-task of a generator, so `$/cancelRequest`
-    never reaches them. As an `async def`, the command *is* the request's task: cancelling the request cancels
-    the command (and the job it awaits)."""
-
-    def structure_message(self, data: dict[str, Any]) -> Any:
-        """pygls drops a request whose params do not match the method's type without replying; the client
-        would wait forever. Answer it with InvalidParams (the reader then logs and carries on)."""
-        try:
-            return super().structure_message(data)
-        except JsonRpcException:
-            if isinstance(data, dict) and "id" in data and "method" in data:
-                error = JsonRpcInvalidParams(message=f"invalid params for {data['method']}")
-                self._send_response(data["id"], None, error.to_response_error())
-            raise
-
-    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
-    async def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams) -> Any:
-        handler = self.fm.commands.get(params.command)
-        if handler is None:
-            raise JsonRpcInvalidParams(message=f"unknown command {params.command!r}")
-        arguments = params.arguments if isinstance(params.arguments, list | tuple) else []
-        reset = WORK_DONE_TOKEN.set(params.work_done_token)
-        try:
-            return await handler(*arguments)
-        finally:
-            WORK_DONE_TOKEN.reset(reset)
 
 
 class MachineLanguageServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
-            "machine-lsp",
-            __version__,
-            protocol_cls=MachineProtocol,
-            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            "machine-lsp", __version__, protocol_cls=compat.MachineProtocol, text_document_sync_kind=SYNC_KIND
         )
+        assert isinstance(self.protocol, compat.MachineProtocol)
+        self.protocol.command_runner = self._run_command
         self.settings = Settings()
-        self.features: list[LanguageFeature] = []
+        self.turns = TurnCache()
+        self.background: set[asyncio.Future[Any]] = set()
         # Imported here so that each feature module can import this one for typing.
         from machine_lsp.lsp.features.code_actions import CodeActionsFeature
         from machine_lsp.lsp.features.commands import CommandsFeature
@@ -79,50 +54,109 @@ class MachineLanguageServer(LanguageServer):
         self.diagnostics = DiagnosticsFeature(self)
         self.jobs = JobsFeature(self)
         self.commands = CommandsFeature(self)
-        for feature in (
+        self.features: list[LanguageFeature] = [
             self.diagnostics,
             CodeActionsFeature(self),
             HoverFeature(self),
             self.jobs,
             self.commands,
-        ):
-            self.add_feature(feature)
+        ]
+        for feature in self.features:
+            feature.register()
         self._register_lifecycle()
-
-    def add_feature(self, feature: LanguageFeature) -> None:
-        feature.register()
-        self.features.append(feature)
+        self._register_documents()
 
     def _register_lifecycle(self) -> None:
         @self.feature(types.INITIALIZE)
         def on_initialize(params: types.InitializeParams) -> None:
-            self.settings = self.settings.updated(params.initialization_options)
-            install_line_documents(self.workspace)
+            compat.install_line_workspace(self, SYNC_KIND)
+            self.apply_settings(params.initialization_options)
             for feature in self.features:
                 feature.initialized()
 
         @self.feature(types.SHUTDOWN)
         async def on_shutdown(params: None) -> None:
-            await self.jobs.shutdown()
+            for feature in self.features:
+                await feature.shutdown()
+            self.turns.shutdown()
 
         @self.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
         def on_configuration(params: types.DidChangeConfigurationParams) -> None:
-            self.settings = self.settings.updated(params.settings)
-            self.diagnostics.settings_changed()
+            self.apply_settings(params.settings)
+            for feature in self.features:
+                feature.settings_changed()
+
+    def _register_documents(self) -> None:
+        """The server owns the text-document notifications and hands each to every feature."""
+
+        @self.feature(types.TEXT_DOCUMENT_DID_OPEN)
+        def did_open(params: types.DidOpenTextDocumentParams) -> None:
+            doc = self.open_document(params.text_document.uri)
+            if doc is not None and session_log_format(doc.lines) is not None:
+                self.spawn(self.turns.prepare(doc), f"turns of {doc.uri}")
+            self._dispatch("document_open", params.text_document.uri)
+
+        @self.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+        def did_change(params: types.DidChangeTextDocumentParams) -> None:
+            self._dispatch("document_change", params.text_document.uri)
+
+        @self.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+        def did_close(params: types.DidCloseTextDocumentParams) -> None:
+            self.turns.forget(params.text_document.uri)
+            self._dispatch("document_close", params.text_document.uri)
+
+    def _dispatch(self, hook: str, uri: str) -> None:
+        for feature in self.features:
+            try:
+                getattr(feature, hook)(uri)
+            except Exception:  # one feature's bug must not stop the others seeing the document
+                logger.exception("%s.%s failed for %s", type(feature).__name__, hook, uri)
+
+    async def _run_command(self, params: types.ExecuteCommandParams) -> Any:
+        handler = self.protocol.current_command_handler(params.command)  # type: ignore[attr-defined]
+        if handler is None:
+            raise JsonRpcInvalidParams(message=f"unknown command {params.command!r}")
+        arguments = params.arguments if isinstance(params.arguments, list | tuple) else []
+        reset = WORK_DONE_TOKEN.set(params.work_done_token)
+        try:
+            return await handler(*arguments)
+        finally:
+            WORK_DONE_TOKEN.reset(reset)
 
     # -- helpers shared by features ------------------------------------------------------------------------------
+    def apply_settings(self, options: Any) -> None:
+        """Take the valid values of `options`; tell the user about each refused one (defaults kept)."""
+        self.settings, problems = self.settings.parse(options)
+        for problem in problems:
+            logger.warning("%s", problem)
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=problem))
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run `coroutine` in the background: kept until done, its exception logged (never dropped unseen)."""
+        task = asyncio.ensure_future(coroutine)
+        self.background.add(task)
+
+        def done(finished: asyncio.Task[Any]) -> None:
+            self.background.discard(finished)
+            if not finished.cancelled() and (exc := finished.exception()) is not None:
+                logger.error("%s failed", what, exc_info=exc)
+
+        task.add_done_callback(done)
+        return task
+
     def project_start(self, uri: str | None = None) -> Path:
         """Where to look for the project's `.machine/`: the workspace root, else the file's folder, else cwd."""
-        root = self.workspace.root_path if self.protocol._workspace is not None else None
+        root = self.workspace.root_path if compat.has_workspace(self) else None
         if root:
             return Path(root)
         if uri and (path := to_fs_path(uri)):
             return Path(path).parent
         return Path.cwd()
 
-    def open_document(self, uri: str):
+    def open_document(self, uri: str) -> LineDocument | None:
         """The editor's document for `uri`, or None when the client has not opened it."""
-        return self.workspace.text_documents.get(uri)
+        doc = self.workspace.text_documents.get(uri)
+        return doc if isinstance(doc, LineDocument) else None
 
     def heavy_modules_loaded(self) -> list[str]:
         return [name for name in HEAVY_MODULES if name in sys.modules]
@@ -149,9 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = create_server()
     if args.tcp is not None:
         server.start_tcp(args.host, args.tcp)
-    else:
-        server.start_io()
-    return 0
+        return 0
+    return compat.start_io(server)
 
 
 if __name__ == "__main__":

@@ -2,85 +2,135 @@
 
 Accepted from `initializationOptions` and `workspace/didChangeConfiguration`, either at the top level or under a
 `"machine"` key: `{"machine": {"trainGlobs": [...], "evalGlobs": [...], "debounceMs": 60, "maxFileMB": 32}}`.
+Each value is converted with msgspec into the typed `Settings` struct; a value that does not convert (or a glob
+that could cost too much to match) is reported back in `problems` (the server shows them with
+`window/showMessage`) and the previous value is kept: nothing is dropped silently.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from wcmatch import glob as wcglob
 
 DEFAULT_TRAIN_GLOBS = ("**/*.jsonl",)
 DEFAULT_EVAL_GLOBS = ("**/*eval*.jsonl", "**/*heldout*.jsonl")
 
+#: What one setting may cost: a glob list is matched on every document open, so its size is bounded.
+MAX_GLOBS = 32
+MAX_GLOB_CHARS = 256
+MAX_GLOBSTARS = 3  # each `**` multiplies the matching cost by the path's depth
+_GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.BRACE | wcglob.DOTGLOB
+_REPEATED_GLOBSTAR = re.compile(r"(?:\*\*/)+")
 
-@dataclass(frozen=True)
-class Settings:
+Globs = Annotated[list[str] | str, msgspec.Meta(description="file globs, posix paths")]
+
+
+class _Input(msgspec.Struct, rename="camel", forbid_unknown_fields=False, omit_defaults=True):
+    """The settings as the client sends them; every field optional (absent: keep the current value)."""
+
+    train_globs: Globs | None = None
+    eval_globs: Globs | None = None
+    debounce_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] | None = None
+    max_file_mb: Annotated[float, msgspec.Meta(ge=0)] | None = msgspec.field(default=None, name="maxFileMB")
+
+
+class Settings(msgspec.Struct, frozen=True):
     train_globs: tuple[str, ...] = DEFAULT_TRAIN_GLOBS
     eval_globs: tuple[str, ...] = DEFAULT_EVAL_GLOBS
     debounce_ms: int = 60
     max_file_mb: float = 32.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    def updated(self, options: Any) -> Settings:
-        """A copy with the recognised keys of `options` applied; unknown keys and bad values are ignored."""
+    def parse(self, options: Any) -> tuple[Settings, list[str]]:
+        """A copy with `options` applied, and a message for each value that was refused (and not applied)."""
+        if options is None:
+            return self, []
         if not isinstance(options, dict):
-            return self
+            return self, [f"machine settings: expected an object, got {type(options).__name__}"]
         if isinstance(options.get("machine"), dict):
             options = options["machine"]
         changes: dict[str, Any] = {}
-        for key, attr in (("trainGlobs", "train_globs"), ("evalGlobs", "eval_globs")):
-            value = options.get(key)
-            if isinstance(value, str):
-                value = [value]
-            if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                changes[attr] = tuple(value)
-        for key, attr, kind in (("debounceMs", "debounce_ms", int), ("maxFileMB", "max_file_mb", float)):
-            value = options.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                changes[attr] = kind(value)
-        return replace(self, **changes)
+        problems: list[str] = []
+        for field_name, key in zip(_Input.__struct_fields__, _Input.__struct_encode_fields__, strict=True):
+            if key not in options or options[key] is None:
+                continue
+            try:
+                value = getattr(msgspec.convert({key: options[key]}, _Input), field_name)
+            except msgspec.ValidationError as exc:
+                problems.append(f"machine.{key}: {_reason(exc)}; keeping {_shown(getattr(self, field_name))}")
+                continue
+            if field_name.endswith("_globs"):
+                globs = (value,) if isinstance(value, str) else tuple(value)
+                if (problem := glob_problem(globs)) is not None:
+                    problems.append(f"machine.{key}: {problem}; keeping {_shown(getattr(self, field_name))}")
+                    continue
+                value = globs
+            changes[field_name] = value
+        return msgspec.structs.replace(self, **changes), problems
+
+    def updated(self, options: Any) -> Settings:
+        """`parse` without the messages: refused values keep their previous value."""
+        return self.parse(options)[0]
 
     def kind_of(self, path: str) -> str | None:
         """'eval', 'train' or None for a file path (posix)."""
-        if _matches(path, self.eval_globs):
+        if _matcher(self.eval_globs).match(path):
             return "eval"
-        if _matches(path, self.train_globs):
+        if _matcher(self.train_globs).match(path):
             return "train"
         return None
 
+    def to_client(self) -> dict[str, Any]:
+        return {
+            "trainGlobs": list(self.train_globs),
+            "evalGlobs": list(self.eval_globs),
+            "debounceMs": self.debounce_ms,
+        }
 
-def _matches(path: str, globs: tuple[str, ...]) -> bool:
-    return any(_glob_regex(glob).search(path) for glob in globs)
+
+def glob_problem(globs: tuple[str, ...]) -> str | None:
+    """Why a glob list cannot be used (too many, too long, too many `**`, not a glob), or None."""
+    if len(globs) > MAX_GLOBS:
+        return f"{len(globs)} globs, at most {MAX_GLOBS}"
+    for pattern in globs:
+        if len(pattern) > MAX_GLOB_CHARS:
+            return f"a glob of {len(pattern)} characters, at most {MAX_GLOB_CHARS}"
+        if _anchored(pattern).count("**") > MAX_GLOBSTARS:
+            return f"{pattern!r} has more than {MAX_GLOBSTARS} '**'"
+        try:
+            _matcher((pattern,))
+        except (ValueError, re.error) as exc:
+            return f"{pattern!r} is not a glob ({exc})"
+    return None
 
 
-@functools.lru_cache(maxsize=256)
-def _glob_regex(glob: str) -> re.Pattern[str]:
-    """A glob as a regex on posix paths: `**/` any folders, `*` and `?` never cross `/`, `{a,b}` alternatives.
+def _anchored(pattern: str) -> str:
+    """A glob without a leading `/` matches at any folder boundary (like VS Code's file globs from the root);
+    runs of `**/` are one `**/`."""
+    pattern = _REPEATED_GLOBSTAR.sub("**/", pattern)
+    return pattern if pattern.startswith(("/", "**/")) or pattern == "**" else "**/" + pattern
 
-    A glob without a leading `/` matches at any folder boundary (like VS Code's file globs from the root)."""
-    out = []
-    i = 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:[^/]*/)*")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "{" and "}" in glob[i:]:
-            end = glob.index("}", i)
-            out.append("(?:" + "|".join(re.escape(x) for x in glob[i + 1 : end].split(",")) + ")")
-            i = end + 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    prefix = "^" if glob.startswith("/") else "(?:^|/)"
-    return re.compile(prefix + "".join(out) + "$")
+
+@functools.lru_cache(maxsize=64)
+def _matcher(globs: tuple[str, ...]) -> Any:
+    if not globs:
+        return _NoMatch()
+    return wcglob.compile([_anchored(g) for g in globs], flags=_GLOB_FLAGS, limit=1000)
+
+
+class _NoMatch:
+    def match(self, path: str) -> bool:
+        return False
+
+
+def _reason(exc: msgspec.ValidationError) -> str:
+    return str(exc).split(" - at ", 1)[0]
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -207,6 +207,20 @@ async def test_shutdown_kills_running_jobs(vscode, big_file):
     assert client._server.returncode == 0
 
 
+async def test_shutdown_cancels_running_jobs_as_the_cancel_command_does(vscode, big_file):
+    """SIGTERM first, then wait: the child records its own end, so the manifest says "cancelled", not "lost"."""
+    client = vscode
+    started = await command(client, "machine.validate", {"path": str(big_file), "wait": False})
+    await until(lambda: any(e.event == "progress" for e in client.job_events), "first progress event")
+    listing = await command(client, "machine.jobs.list")
+    (job,) = [j for j in listing["jobs"] if j["job_id"] == started["job_id"]]
+    await asyncio.wait_for(client.shutdown_session(), WAIT)
+    await until(lambda: pid_gone(job["pid"]), "the child to exit")
+    run_dir = next(e.run_dir for e in client.job_events if e.event == "start" and e.job_id == job["job_id"])
+    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    assert manifest["status"] == "cancelled", manifest
+
+
 def _eval_result(name: str, outputs: list[str]) -> bytes:
     from machine_lsp.core import evals
 

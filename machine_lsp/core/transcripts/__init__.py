@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from machine_lsp.core.lines import normalize_line_ends
 from machine_lsp.core.safe_files import read_regular
 from machine_lsp.core.transcripts.base import (
     TranscriptAdapter,
@@ -77,6 +78,8 @@ def load_turns(
     else:
         text = path_or_text.removeprefix("\ufeff")
         uri = uri or "untitled:"
+    # Lines end where the validator and editors say ("\r\n", lone "\r", "\n"): adapters then split on "\n".
+    text = normalize_line_ends(text)
     first_line = next((line for line in text.split("\n") if line.strip()), "")
     adapter = next((a for a in ADAPTERS if a.sniff(first_line)), ADAPTERS[-1])
     turns = adapter.turns(text, uri, trace=trace, thinking=thinking)

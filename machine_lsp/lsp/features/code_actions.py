@@ -8,36 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from lsprotocol import types
 
+from machine_lsp.core.selection import row_info
 from machine_lsp.lsp.features import LanguageFeature
-from machine_lsp.lsp.positions import strip_eol, to_client_character
+from machine_lsp.lsp.positions import to_client_character
 
 TAG_KIND = "refactor.machine.tag"
-_decoder = msgspec.json.Decoder()
-
-
-def row_info(line_text: str) -> dict[str, Any] | None:
-    """What kind of taggable thing a line is: chat row / Pi assistant entry, and whether it has tool calls."""
-    text = strip_eol(line_text).lstrip("\ufeff")
-    if not text.strip().startswith(("{", "[")):
-        return None
-    try:
-        obj = _decoder.decode(text)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-    if isinstance(obj, dict) and isinstance(obj.get("messages"), list):
-        messages = [m for m in obj["messages"] if isinstance(m, dict)]
-        if not any(m.get("role") == "assistant" for m in messages):
-            return None
-        tools = any(m.get("tool_calls") or m.get("role") == "tool" for m in messages)
-        return {"kind": "chat_jsonl", "tools": tools}
-    if isinstance(obj, dict) and obj.get("type") == "message":
-        message = obj.get("message")
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            return {"kind": "session_log", "tools": False, "stop": message.get("stopReason")}
-    return None
 
 
 class CodeActionsFeature(LanguageFeature):
@@ -75,15 +52,16 @@ class CodeActionsFeature(LanguageFeature):
         selection = rng.start != rng.end
         info = row_info(lines[line0]) if 0 <= line0 < len(lines) else None
         if info is not None and (not selection or rng.start.line == rng.end.line or rng.end.character == 0):
-            out.extend(
-                self._tag_actions(uri, line0 + 1, info, doc.source if info["kind"] == "session_log" else "")
+            tools = info["tools"] or (
+                info["kind"] == "session_log" and any('"toolCall"' in line for line in lines)
             )
+            out.extend(self._tag_actions(uri, line0 + 1, info["kind"], tools))
         elif selection:
             out.extend(self._selection_actions(uri, rng))
         return out
 
-    def _tag_actions(self, uri: str, line: int, info: dict[str, Any], source: str) -> list[types.CodeAction]:
-        where = "row" if info["kind"] == "chat_jsonl" else "entry"
+    def _tag_actions(self, uri: str, line: int, kind: str, tools: bool) -> list[types.CodeAction]:
+        where = "row" if kind == "chat_jsonl" else "entry"
 
         def action(title: str, **extra: Any) -> types.CodeAction:
             args = {"uri": uri, "line": line, "verdict": "good", **extra}
@@ -99,7 +77,7 @@ class CodeActionsFeature(LanguageFeature):
             action("Tag as good with note…", ask="note"),
             action("Tag as good with rewrite…", ask="rewrite"),
         ]
-        if info["tools"] or (info["kind"] == "session_log" and '"toolCall"' in source):
+        if tools:
             actions.append(action("Tag as good with full trace", trace=True))
         return actions
 

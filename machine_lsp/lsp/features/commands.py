@@ -20,9 +20,10 @@ from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInva
 from pygls.uris import to_fs_path
 
 from machine_lsp import __version__
-from machine_lsp.lsp.features import WORK_DONE_TOKEN, LanguageFeature
-from machine_lsp.lsp.features.diagnostics import is_session_log
-from machine_lsp.lsp.features.jobs import JobUnavailable
+from machine_lsp.core import selection
+from machine_lsp.core.lines import split_lines_keep_ends
+from machine_lsp.lsp import compat
+from machine_lsp.lsp.features import WORK_DONE_TOKEN, JobUnavailable, LanguageFeature
 from machine_lsp.lsp.positions import to_codepoint_index
 from machine_lsp.lsp.replies import (
     CancelReply,
@@ -51,8 +52,6 @@ JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),
 }
 CONTROL_KEYS = {"yes", "wait"}
-CONTEXT_LINES = 20
-CONTEXT_CHARS = 4000
 
 
 class CommandError(JsonRpcException):
@@ -116,11 +115,15 @@ class CommandsFeature(LanguageFeature):
                 line = args.get("line")
                 if line is not None and (not isinstance(line, int) or isinstance(line, bool) or line < 1):
                     raise CommandError(message="line must be a 1-based line number")
-                turn = self._turn(uri, lines, line, trace)
+                turn = await self._turn(uri, lines, line, trace)
             store = Store.open(self.server.project_start(uri))
             result = tagging.tag(store, turn, verdict, note=note, rewrite=rewrite, trace=trace)
-        except TranscriptError as exc:
+        except (TranscriptError, selection.SelectionError) as exc:
             raise CommandError(message=str(exc)) from None
+        except (UnicodeError, RecursionError) as exc:
+            raise CommandError(
+                message=f"{uri}: cannot read this line ({type(exc).__name__}: {exc})"
+            ) from None
         except (tagging.TagRefused, StoreError) as exc:
             raise CommandError(message=str(exc)) from None
         record = result.record
@@ -142,69 +145,41 @@ class CommandsFeature(LanguageFeature):
         )
 
     def _lines(self, uri: str) -> list[str]:
-        """The document's lines: the editor's buffer when open, else the file on disk."""
-        docs = self.server.workspace.text_documents
-        if uri in docs:
-            return docs[uri].lines
+        """The document's lines: the editor's buffer when open, else the file on disk (split the same way)."""
+        doc = self.server.open_document(uri)
+        if doc is not None:
+            return doc.lines
         path = to_fs_path(uri)
         if not path or not os.path.isfile(path):
             raise CommandError(message=f"{uri}: no such file")
         try:
-            return Path(path).read_text(encoding="utf-8").splitlines(True)
+            return split_lines_keep_ends(Path(path).read_bytes().decode("utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(message=f"{uri}: cannot read as UTF-8 text ({exc})") from None
 
-    def _turn(self, uri: str, lines: list[str], line: int | None, trace: bool):
-        from machine_lsp.core.transcripts import load_turns, turn_at
-
-        first = next((x for x in lines if x.strip()), "")
-        if line is not None and not is_session_log(first):
-            # A chat row is one line: parse only that line (blank lines keep its line number).
-            if line > len(lines):
-                raise CommandError(message=f"line {line} is past the end of the file ({len(lines)} lines)")
-            return turn_at(load_turns("\n" * (line - 1) + lines[line - 1], uri, trace=trace), line)
-        return turn_at(load_turns("".join(lines), uri, trace=trace), line)
+    async def _turn(self, uri: str, lines: list[str], line: int | None, trace: bool):
+        if line is not None and not selection.is_session_log(lines):
+            return selection.turn_at_line(lines, uri, line, trace=trace)  # a chat row: one line, parsed here
+        # A whole file: in the turns worker process (cached per version for an open document).
+        doc = self.server.open_document(uri)
+        if doc is not None:
+            return await self.server.turns.turn(doc, line, trace)
+        return await self.server.turns.turn_of_lines(list(lines), uri, line, trace)
 
     def _selection_turn(self, uri: str, lines: list[str], args: dict[str, Any]):
-        from machine_lsp.core.schema import Message, Source
-        from machine_lsp.core.transcripts import Turn
-
-        prompt = _optional_str(args, "prompt")
-        if not prompt:
-            raise CommandError(message="tagging a selection needs the prompt: pass {'prompt': '...'}")
         try:
             rng = msgspec.convert(args["range"], _Range)
         except msgspec.ValidationError as exc:
             raise CommandError(message=f"range: {exc}") from None
         codec = self.server.workspace.position_codec
-        start_line, end_line = rng.start.line, rng.end.line
-        if not (0 <= start_line <= end_line < max(len(lines), 1) + 1):
-            raise CommandError(message="range is outside the document")
 
         def index(line0: int, character: int) -> int:
-            return to_codepoint_index(codec, lines[line0], character) if line0 < len(lines) else 0
+            return to_codepoint_index(codec, lines[line0], character) if 0 <= line0 < len(lines) else 0
 
-        start = index(start_line, rng.start.character)
-        end = index(end_line, rng.end.character)
-        if start_line == end_line:
-            answer = lines[start_line][start:end] if start_line < len(lines) else ""
-        else:
-            answer = lines[start_line][start:] + "".join(lines[start_line + 1 : end_line])
-            answer += lines[end_line][:end] if end_line < len(lines) else ""
-        if not answer.strip():
-            raise CommandError(message="the selection is empty")
-        lo, hi = max(0, start_line - CONTEXT_LINES), min(len(lines), end_line + CONTEXT_LINES + 1)
-        context = "".join(lines[lo:hi])[:CONTEXT_CHARS]
-        last = end_line if rng.end.character > 0 or end_line == start_line else end_line - 1
-        source = Source(
-            kind="selection",
-            uri=uri,
-            line=start_line + 1,
-            end_line=last + 1,
-            context=f"{to_fs_path(uri) or uri} lines {lo + 1}-{hi}:\n{context}",
-        )
-        messages = [Message(role="user", content=prompt), Message(role="assistant", content=answer)]
-        return Turn(start_line + 1, last + 1, messages, 1, source)
+        start = (rng.start.line, index(rng.start.line, rng.start.character))
+        end = (rng.end.line, index(rng.end.line, rng.end.character))
+        path = to_fs_path(uri) or uri
+        return selection.selection_turn(lines, uri, path, start, end, _optional_str(args, "prompt"))
 
     async def tagged(self, args: dict[str, Any]) -> TaggedReply:
         from machine_lsp.core.schema import text_of
@@ -410,11 +385,9 @@ class CommandsFeature(LanguageFeature):
             diagnostics="pull" if self.server.diagnostics.pull else "push",
             position_encoding=str(self.server.workspace.position_encoding),
             client_progress=bool(caps.window and caps.window.work_done_progress),
-            settings=ServerSettingsInfo(
-                trainGlobs=list(self.server.settings.train_globs),
-                evalGlobs=list(self.server.settings.eval_globs),
-                debounceMs=self.server.settings.debounce_ms,
-            ),
+            settings=ServerSettingsInfo(**self.server.settings.to_client()),
+            open_requests=compat.open_request_count(self.server),
+            line_cache_chars=self.server.diagnostics.cache_chars,
             timing={
                 uri: DocumentTiming(last_check_ms=st.last_check_ms, last_checked_lines=st.last_checked_lines)
                 for uri, st in self.server.diagnostics.docs.items()

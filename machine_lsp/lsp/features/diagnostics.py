@@ -10,13 +10,11 @@ Push (`publishDiagnostics`) or pull (`textDocument/diagnostic`) is chosen from t
 from __future__ import annotations
 
 import asyncio
-import bisect
 import gc
 import itertools
 import logging
 import operator
 import time
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +24,11 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from machine_lsp.core import validate
+from machine_lsp.core.sniff import binary_reason_of_lines, session_log_format
+from machine_lsp.lsp import compat
 from machine_lsp.lsp.documents import FULL_EDIT, LineDocument
 from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.line_index import Filled, LineEntry, LineIndex
 from machine_lsp.lsp.positions import core_range, strip_eol, to_client_character
 
 logger = logging.getLogger(__name__)
@@ -36,127 +37,12 @@ SOURCE = "machine"
 _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
 _CHUNK = 2000  # lines checked between yields to the event loop
 _FEW = 16  # at most this many lines to check: one at a time; more: batched (validate.check_lines)
-_CACHE_LIMIT = 400_000
-_strip_eol = operator.methodcaller("rstrip", "\r\n")  # strip_eol, called from C
-_result_of = operator.attrgetter("result")
-_diagnostics_of = operator.attrgetter("diagnostics")
+#: The per-line cache (line text -> checked entry) is emptied when its keys pass this many characters, and when a
+#: document closes: it saves re-checking moved and repeated lines, never more than this much memory.
+CACHE_CHARS = 32 * 1024 * 1024
+_ENTRY_OVERHEAD = 160  # what a cached entry costs beyond its text (dict slot, LineEntry, LineResult), roughly
+_strip_eol = operator.methodcaller("rstrip", "\r\n")  # strip_eol, called from C (a line holds no other \r \n)
 _findings_of = operator.attrgetter("findings")
-_fingerprint_of = operator.attrgetter("fingerprint")
-_prompt_key_of = operator.attrgetter("prompt_key")
-_count_into = Counter.update  # adds the items' counts to a dict (any dict: the C loop of collections.Counter)
-
-
-class LineEntry(msgspec.Struct, eq=False, gc=False):
-    """A checked line: the core's result and its diagnostics with line 0 (shifted when published).
-
-    Identity eq: `entries.index(None)` stays a C loop. Built from C on a full pass, and never in a reference cycle,
-    hence gc=False: 100k tracked entries would make every collection walk them (~1/3 of a full pass)."""
-
-    result: Any  # validate.LineResult
-    diagnostics: tuple[types.Diagnostic, ...]
-
-
-@dataclass
-class _Filled:
-    count: int = 0
-    dirty: bool = False
-
-
-class LineIndex:
-    """Per-line entries of a document plus what dataset-level checks need, all maintained incrementally:
-    fingerprint and prompt counts (so an edit knows whether duplicates or leakage can have changed) and the
-    sorted lines that carry diagnostics (so publishing does not walk 100k clean lines)."""
-
-    def __init__(self, count: int) -> None:
-        self.entries: list[LineEntry | None] = [None] * count
-        # Plain dicts of ints and strings: the garbage collector never tracks (walks) them, however large.
-        self.fp_counts: dict[int, int] = {}
-        self.prompt_counts: dict[str, int] = {}
-        self.prompts_version = 0
-        self.touched_prompts: set[str] = set()
-        self.diag_lines: list[int] = []
-        self.pending: list[int] | None = None  # lines to check; None: all of them
-
-    def splice(self, edit) -> bool:
-        """Replace lines [start, old_end) by new_count unchecked lines; True if a duplicate was involved."""
-        dirty = False
-        for entry in self.entries[edit.start : edit.old_end]:
-            if entry is not None:
-                dirty |= self._count(entry.result, -1)
-        self.entries[edit.start : edit.old_end] = [None] * edit.new_count
-        delta = edit.new_count - (edit.old_end - edit.start)
-        lines = self.diag_lines
-        lo = bisect.bisect_left(lines, edit.start)
-        hi = bisect.bisect_left(lines, edit.old_end)
-        self.diag_lines = lines[:lo] + [line + delta for line in lines[hi:]]
-        if self.pending is not None:
-            kept = [p for p in self.pending if p < edit.start] + [
-                p + delta for p in self.pending if p >= edit.old_end
-            ]
-            self.pending = sorted({*kept, *range(edit.start, edit.start + edit.new_count)})
-        return dirty
-
-    def put(self, line: int, entry: LineEntry) -> bool:
-        self.entries[line] = entry
-        if entry.diagnostics:
-            bisect.insort(self.diag_lines, line)
-        return self._count(entry.result, +1)
-
-    def put_many(self, positions: Sequence[int], entries: list[LineEntry]) -> bool:
-        """`put` for many lines at once (the same state afterwards), with the counting done from C."""
-        if type(positions) is range and positions.step == 1:
-            self.entries[positions.start : positions.stop] = entries
-        else:
-            for position, entry in zip(positions, entries, strict=True):
-                self.entries[position] = entry
-        with_diagnostics = list(itertools.compress(positions, map(_diagnostics_of, entries)))
-        if with_diagnostics and type(positions) is not range:
-            with_diagnostics.sort()
-        if with_diagnostics:
-            lines = self.diag_lines
-            if not lines or lines[-1] <= with_diagnostics[0]:
-                lines += with_diagnostics
-            else:
-                self.diag_lines = sorted(lines + with_diagnostics)
-        results = list(map(_result_of, entries))
-        # A fingerprint already counted, or repeated among these lines, is a duplicate (put's `dirty`).
-        fp_counts = self.fp_counts
-        before = len(fp_counts)
-        _count_into(fp_counts, map(_fingerprint_of, results))
-        rows = len(results) - fp_counts.pop(None, 0)
-        dirty = len(fp_counts) - before < rows
-        keys = list(filter(None, map(_prompt_key_of, results)))
-        if keys:
-            prompt_counts = self.prompt_counts
-            before = len(prompt_counts)
-            _count_into(prompt_counts, keys)
-            self.prompts_version += len(prompt_counts) - before  # one step per prompt that appeared
-            self.touched_prompts.update(keys)
-        return dirty
-
-    def _count(self, result, step: int) -> bool:
-        dirty = False
-        fp = result.fingerprint
-        if fp is not None:
-            before = self.fp_counts.get(fp, 0)
-            after = before + step
-            dirty = max(before, after) > 1
-            if after:
-                self.fp_counts[fp] = after
-            else:
-                self.fp_counts.pop(fp, None)
-        key = result.prompt_key
-        if key:
-            before = self.prompt_counts.get(key, 0)
-            after = before + step
-            if after:
-                self.prompt_counts[key] = after
-            else:
-                self.prompt_counts.pop(key, None)
-            if (before == 0) != (after == 0):
-                self.prompts_version += 1
-            self.touched_prompts.add(key)
-        return dirty
 
 
 @dataclass
@@ -176,32 +62,17 @@ class DocState:
     announced_prompts: int | None = None  # LineIndex.prompts_version other documents last saw (leakage)
 
 
-def is_session_log(first_line: str) -> bool:
-    return '"type":"session"' in first_line.replace(" ", "")[:200]
-
-
 class DiagnosticsFeature(LanguageFeature):
     def __init__(self, server) -> None:
         super().__init__(server)
         self.docs: dict[str, DocState] = {}
         self.pull = False
         self._cache: dict[str, dict[str, LineEntry]] = {}  # kind -> line text -> entry
+        self._cache_chars = 0
 
     # -- wiring ---------------------------------------------------------------------------------------------
     def register(self) -> None:
         server = self.server
-
-        @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-        def did_open(params: types.DidOpenTextDocumentParams) -> None:
-            self.opened(params.text_document.uri)
-
-        @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-        def did_change(params: types.DidChangeTextDocumentParams) -> None:
-            self.schedule(params.text_document.uri)
-
-        @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-        def did_close(params: types.DidCloseTextDocumentParams) -> None:
-            self.closed(params.text_document.uri)
 
         @server.feature(
             types.TEXT_DOCUMENT_DIAGNOSTIC,
@@ -216,18 +87,25 @@ class DiagnosticsFeature(LanguageFeature):
         caps = self.server.client_capabilities
         self.pull = bool(caps.text_document and caps.text_document.diagnostic is not None)
         if not self.pull:  # never both: a push-only client gets no diagnosticProvider
-            self.server.protocol.fm.features.pop(types.TEXT_DOCUMENT_DIAGNOSTIC, None)
-            self.server.protocol.fm.feature_options.pop(types.TEXT_DOCUMENT_DIAGNOSTIC, None)
+            compat.unregister_feature(self.server, types.TEXT_DOCUMENT_DIAGNOSTIC)
 
     # -- document lifecycle ---------------------------------------------------------------------------------
+    def document_open(self, uri: str) -> None:
+        self.opened(uri)
+
+    def document_change(self, uri: str) -> None:
+        self.schedule(uri)
+
+    def document_close(self, uri: str) -> None:
+        self.closed(uri)
+
     def opened(self, uri: str) -> None:
         doc = self.server.workspace.get_text_document(uri)
         path = to_fs_path(uri) or uri
         kind = self.server.settings.kind_of(path.replace("\\", "/"))
         if kind is None:
             return
-        lines = doc.lines
-        if lines and is_session_log(lines[0]):
+        if session_log_format(doc.lines) is not None:
             kind = None
         state = DocState(uri=uri, kind=kind)
         self.docs[uri] = state
@@ -236,6 +114,7 @@ class DiagnosticsFeature(LanguageFeature):
 
     def closed(self, uri: str) -> None:
         state = self.docs.pop(uri, None)
+        self._clear_cache()  # its lines are the bulk of the cache; other documents re-fill what they need
         if state is None:
             return
         if state.task is not None:
@@ -249,7 +128,7 @@ class DiagnosticsFeature(LanguageFeature):
 
     def settings_changed(self) -> None:
         """Globs may have changed: re-classify every open document."""
-        self._cache.clear()
+        self._clear_cache()
         for uri in list(self.server.workspace.text_documents):
             old = self.docs.pop(uri, None)
             if old is not None and old.task is not None:
@@ -318,12 +197,11 @@ class DiagnosticsFeature(LanguageFeature):
             edits = doc.take_edits() if isinstance(doc, LineDocument) else [FULL_EDIT]
             lines = doc.lines
             too_big = _too_big(doc, settings.max_file_mb)
-            if too_big or _looks_binary(lines):
+            unchecked = too_big or binary_reason_of_lines(lines)
+            if unchecked:
                 state.index = None
                 state.dataset, state.dataset_findings = [], []
-                state.file_diagnostics = [
-                    _file_diagnostic(too_big or "binary content: not a JSONL text file")
-                ]
+                state.file_diagnostics = [_file_diagnostic(unchecked)]
                 break
             state.file_diagnostics = []
             index = state.index
@@ -361,13 +239,13 @@ class DiagnosticsFeature(LanguageFeature):
         state.last_checked_lines = checked
         return True
 
-    async def _fill(self, index: LineIndex, lines: Sequence[str], kind: str) -> _Filled:
+    async def _fill(self, index: LineIndex, lines: Sequence[str], kind: str) -> Filled:
         """Check every line whose entry is None, _CHUNK lines at a time (batched: validate.check_lines, the cache
         and the counts are driven from C); yields to the loop after every full chunk."""
-        if sum(map(len, self._cache.values())) > _CACHE_LIMIT:
-            self._cache.clear()
+        if self._cache_chars > CACHE_CHARS:
+            self._clear_cache()
         entries = index.entries
-        filled = _Filled()
+        filled = Filled()
         todo: Sequence[int]
         if index.pending is None and entries.count(None) == len(entries):
             todo = range(len(entries))
@@ -384,7 +262,8 @@ class DiagnosticsFeature(LanguageFeature):
                 else:
                     entry = cache.get(text)
                     if entry is None:
-                        entry = cache[text] = self._entry(text, lines[position], kind)
+                        entry = cache[text] = self._entry(text, lines[position], kind, cached=True)
+                        self._cache_chars += len(text) + _ENTRY_OVERHEAD
                 filled.dirty |= index.put(position, entry)
             filled.count = len(todo)
             return filled
@@ -416,19 +295,31 @@ class DiagnosticsFeature(LanguageFeature):
         else:
             todo = [i for i, entry in enumerate(found) if entry is None]
             todo_texts = [texts[i] for i in todo]
-        results = validate.check_lines(todo_texts, kind, fallback=_check_at_line_1)  # type: ignore[arg-type]
+        results = validate.check_lines(todo_texts, kind, fallback=_check_cached)  # type: ignore[arg-type]
         new = list(map(LineEntry, results, itertools.repeat(())))
         for i in itertools.compress(range(len(results)), map(_findings_of, results)):
             new[i] = self._entry_of(results[i], raw[todo[i]])
         cache.update(zip(todo_texts, new, strict=True))
+        self._cache_chars += sum(map(len, todo_texts)) + _ENTRY_OVERHEAD * len(todo_texts)
         if type(todo) is range:
             return new
         for i, entry in zip(todo, new, strict=True):
             found[i] = entry
         return found  # type: ignore[return-value]
 
-    def _entry(self, text: str, line: str, kind: str) -> LineEntry:
-        return self._entry_of(check_line(text, 1, kind), line)
+    @property
+    def cache_chars(self) -> int:
+        """What the per-line cache holds, in characters of line text plus a per-entry allowance."""
+        return self._cache_chars
+
+    def _clear_cache(self) -> None:
+        self._cache.clear()
+        self._cache_chars = 0
+
+    def _entry(self, text: str, line: str, kind: str, *, cached: bool = False) -> LineEntry:
+        """The entry of a line; `cached`: for any position (the cache), else for line 1 (the BOM rule applies)."""
+        checked = _check_cached(text, 1, kind) if cached else validate.check_line(text, 1, kind)  # type: ignore[arg-type]
+        return self._entry_of(checked, line)
 
     def _entry_of(self, result, line: str) -> LineEntry:
         codec = self.server.workspace.position_codec
@@ -539,52 +430,17 @@ class DiagnosticsFeature(LanguageFeature):
         if not 0 <= line0 < len(lines):
             return None
         kind = state.kind if state is not None and state.kind else "auto"
-        result = check_line(strip_eol(lines[line0]), line0 + 1, kind)
+        result = validate.check_line(strip_eol(lines[line0]), line0 + 1, kind)  # type: ignore[arg-type]
         extra = [f for f in (state.dataset_findings if state else []) if f.line == line0 + 1]
         if extra:
             result = msgspec.structs.replace(result, findings=[*result.findings, *extra])
         return result
 
 
-def _check_at_line_1(text: str, line_no: int, kind: str):
-    """check_lines' fallback: cached entries are checked as line 1 (and moved when published)."""
-    return check_line(text, 1, kind)
-
-
-def check_line(text: str, line_no: int, kind: str):
-    """validate.check_line, plus the whole-file rule for a BOM at the start of line 1 (as validate_text does)."""
-    if not text.startswith("\ufeff"):
-        return validate.check_line(text, line_no, kind)
-    result = validate.check_line(text[1:], line_no, kind)
-    findings = [_shift_columns(f, line_no) for f in result.findings]
-    bom_edit = validate.TextEdit(line_no, 1, line_no, 2, "")
-    findings.append(
-        validate.Finding(
-            line_no,
-            1,
-            line_no,
-            2,
-            "error",
-            "bom",
-            "file starts with a byte-order mark (BOM); JSON loaders reject it",
-            validate.Fix("Remove the byte-order mark", [bom_edit]),
-        )
-    )
-    return msgspec.structs.replace(result, findings=findings)
-
-
-def _shift_columns(finding, line_no: int):
-    def shift(obj):
-        return msgspec.structs.replace(
-            obj,
-            column=obj.column + (obj.line == line_no),
-            end_column=obj.end_column + (obj.end_line == line_no),
-        )
-
-    fix = finding.fix
-    if fix is not None:
-        fix = validate.Fix(fix.title, [shift(e) for e in fix.edits])
-    return msgspec.structs.replace(shift(finding), fix=fix)
+def _check_cached(text: str, line_no: int, kind: str):
+    """check_lines' fallback: cached entries are checked as line 1 (and moved when published); a line starting with
+    a BOM is checked as line 2, since the BOM rule holds on the first line only (which is never cached)."""
+    return validate.check_line(text, 2 if text.startswith("\ufeff") else 1, kind)  # type: ignore[arg-type]
 
 
 def _too_big(doc, max_mb: float) -> str | None:
@@ -594,10 +450,6 @@ def _too_big(doc, max_mb: float) -> str | None:
     if size > max_mb * 1024 * 1024:
         return f"file too large for live validation ({size / 1048576:.1f} MB > {max_mb:g} MB); run machine.validate"
     return None
-
-
-def _looks_binary(lines: list[str]) -> bool:
-    return any("\x00" in line for line in lines[:50])
 
 
 def _file_diagnostic(message: str, severity: str = "warning") -> types.Diagnostic:

@@ -3,7 +3,8 @@
 Every event is forwarded as `machine/jobEvent` (plus `job_id`), steps and progress become work-done progress
 reports on the client's token (or a server-created one), logs become `window/logMessage`, and the outcome a final
 `window/showMessage`. Cancelling (work-done cancel, `$/cancelRequest` of the command, `machine.jobs.cancel`)
-sends SIGTERM, then SIGKILL after a grace period; the job ends "cancelled".
+sends SIGTERM, then SIGKILL after a grace period; the job ends "cancelled". `shutdown` cancels every running job
+the same way (the child records "cancelled" with its last checkpoint before it exits).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from lsprotocol import types
 
 from machine_lsp.jobs import events as ev
-from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.features import JobUnavailable, LanguageFeature
 from machine_lsp.lsp.replies import JobSummary
 
 logger = logging.getLogger(__name__)
@@ -38,10 +39,6 @@ _LEVELS = {
     "warning": types.MessageType.Warning,
     "error": types.MessageType.Error,
 }
-
-
-class JobUnavailable(Exception):
-    """The job verb does not exist (yet) in this installation."""
 
 
 @dataclass
@@ -162,7 +159,7 @@ class JobsFeature(LanguageFeature):
                 raise JobUnavailable(str(exc)) from None
         job = Job(id=secrets.token_hex(4), verb=verb, title=title, args=args, cwd=cwd, token=token)
         self.jobs[job.id] = job
-        task = asyncio.ensure_future(self._supervise(job))
+        task = self.server.spawn(self._supervise(job), f"job {job.id}")
         if not wait:
             return job
         try:
@@ -179,7 +176,7 @@ class JobsFeature(LanguageFeature):
     def cancel_token(self, token: types.ProgressToken) -> None:
         for job in self.jobs.values():
             if job.token == token and job.ended is None:
-                asyncio.ensure_future(self.cancel(job.id, reason="cancelled from the editor"))
+                self.server.spawn(self.cancel(job.id, reason="cancelled from the editor"), f"cancel {job.id}")
 
     async def cancel(self, job_id: str, reason: str = "cancelled") -> bool:
         job = self.jobs.get(job_id)
@@ -204,18 +201,16 @@ class JobsFeature(LanguageFeature):
         return True
 
     async def shutdown(self) -> None:
-        """Kill every running child and let its supervisor finish (called on `shutdown`)."""
+        """Cancel every running job as `machine.jobs.cancel` does (SIGTERM, wait, SIGKILL only after the grace
+        period) and let its supervisor finish; called on `shutdown`. No new jobs start afterwards."""
         self.closing = True
         running = [job for job in self.jobs.values() if job.ended is None]
-        for job in running:
-            job.cancel_requested = True
-            if job.proc is not None and job.proc.returncode is None:
-                try:
-                    job.proc.kill()
-                except ProcessLookupError:
-                    pass
-        if running:
-            await asyncio.wait([asyncio.ensure_future(job.done.wait()) for job in running], timeout=5)
+        if not running:
+            return
+        await asyncio.gather(
+            *(self.cancel(job.id, reason="cancelled: the server is shutting down") for job in running)
+        )
+        await asyncio.wait([asyncio.ensure_future(job.done.wait()) for job in running], timeout=TERM_GRACE_S)
 
     # -- the supervisor -------------------------------------------------------------------------------------
     async def _supervise(self, job: Job) -> None:
@@ -247,6 +242,8 @@ class JobsFeature(LanguageFeature):
             if job.cancel_requested:  # cancelled while starting
                 await self.cancel(job.id, job.message)
             stderr_task = asyncio.ensure_future(self._drain_stderr(job))
+            self.server.background.add(stderr_task)
+            stderr_task.add_done_callback(self.server.background.discard)
             terminal: ev.Event | None = None
             assert job.proc.stdout is not None
             async for raw in job.proc.stdout:

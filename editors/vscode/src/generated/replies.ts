@@ -163,6 +163,8 @@ export interface InfoReply {
   position_encoding: string;
   client_progress: boolean;
   settings: ServerSettingsInfo;
+  open_requests: number;
+  line_cache_chars: number;
   timing: {
     [k: string]: DocumentTiming;
   };
