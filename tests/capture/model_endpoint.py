@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+SUBAGENT_PROMPT_MARKER = "use a subagent"
+SUBAGENT_TOOL_NAMES = ("Agent", "Task")
 SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_shell_command")
 TOOL_PROMPT_MARKER = "echo hi"
 TOOL_TEXT = "I'll run it."
@@ -112,6 +114,21 @@ def choose_reply(
     if ends_in_tool_result:
         said = "hi" if "hi" in tool_output else tool_output.strip()[:60]
         return Reply("text", text=f"The command printed: {said}", response_id=f"resp_{n}")
+    if SUBAGENT_PROMPT_MARKER in newest_user_text:
+        agent = next((name for name, _ in tools if name in SUBAGENT_TOOL_NAMES), None)
+        if agent is not None:
+            return Reply(
+                "tool_call",
+                text="I'll ask a subagent.",
+                tool_name=agent,
+                tool_call_id=f"call_{n:04d}",
+                arguments={
+                    "description": "Greet from a subagent",
+                    "prompt": "Say hi from the subagent.",
+                    "subagent_type": "claude",
+                },
+                response_id=f"resp_{n}",
+            )
     if TOOL_PROMPT_MARKER in newest_user_text:
         shell = next(((name, schema) for name, schema in tools if name.lower() in SHELL_TOOL_NAMES), None)
         if shell is not None:
