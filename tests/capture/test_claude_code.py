@@ -124,7 +124,9 @@ def test_a_sub_agent_never_leaks_and_its_transcript_tags_on_its_own(
     for trace in (False, True):
         for turn in load_turns(log, trace=trace):
             # (The Agent call's arguments and the harness's task notification may quote it: that is main context.)
-            assert all(m.content not in sidechain_texts for m in turn.messages if m.role in ("user", "assistant"))
+            assert all(
+                m.content not in sidechain_texts for m in turn.messages if m.role in ("user", "assistant")
+            )
     # The sub-agent transcript alone: its prompt and answer, as the sub-agent's request had them.
     code, _, err = cli("good", "--from", str(subagent_files[0]))
     assert code == 0, err
