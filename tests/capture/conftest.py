@@ -153,3 +153,17 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureF
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.chdir(tmp_path)
     return Cli(tmp_path / ".machine", capsys)
+
+
+@pytest.fixture(scope="session")
+def codex_compact_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSession]:
+    """Codex with a tiny auto-compaction limit, so that it really compacts between the three prompts."""
+    _require("codex")
+    with ModelEndpoint() as served:
+        run = AgentRun("codex", tmp_path_factory.mktemp("codex-compact"), served)
+        config = run.home / ".codex" / "config.toml"
+        config.write_text("model_auto_compact_token_limit = 12\n" + config.read_text())
+        run.run(TEXT_PROMPT)
+        run.run(TOOL_PROMPT, resume=True)
+        run.run(AFTER_COMPACT_PROMPT, resume=True)
+        yield AgentSession(run, served, run.log())

@@ -31,6 +31,8 @@ SUBAGENT_TOOL_NAMES = ("Agent", "Task")
 SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_shell_command")
 TOOL_PROMPT_MARKER = "echo hi"
 TOOL_TEXT = "I'll run it."
+REASONING_SUMMARY = "Thinking about the request."
+ENCRYPTED_REASONING = "gAAAAABencrypted-reasoning-blob=="
 
 
 @dataclass
@@ -444,8 +446,15 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": 15,
             }
+            # A reasoning item first, as reasoning models send it: a readable summary and an encrypted blob.
+            reasoning = {
+                "type": "reasoning",
+                "id": f"rs_{response_id}",
+                "summary": [{"type": "summary_text", "text": REASONING_SUMMARY}],
+                "encrypted_content": ENCRYPTED_REASONING,
+            }
             base = {"id": response_id, "object": "response", "created_at": int(time.time()), "model": model}
-            completed = {**base, "status": "completed", "output": [item], "usage": usage}
+            completed = {**base, "status": "completed", "output": [reasoning, item], "usage": usage}
             if not body.get("stream"):
                 self._json(200, completed)
                 return
@@ -455,8 +464,12 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                     {"type": "response.created", "response": {**base, "status": "in_progress"}},
                 ),
                 (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": 0, "item": reasoning},
+                ),
+                (
                     "response.output_item.added",
-                    {"type": "response.output_item.added", "output_index": 0, "item": item},
+                    {"type": "response.output_item.added", "output_index": 1, "item": item},
                 ),
             ]
             if item["type"] == "message":
@@ -466,7 +479,7 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                         {
                             "type": "response.output_text.delta",
                             "item_id": item["id"],
-                            "output_index": 0,
+                            "output_index": 1,
                             "content_index": 0,
                             "delta": reply.text,
                         },
@@ -475,7 +488,7 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
             events.append(
                 (
                     "response.output_item.done",
-                    {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    {"type": "response.output_item.done", "output_index": 1, "item": item},
                 )
             )
             events.append(("response.completed", {"type": "response.completed", "response": completed}))

@@ -13,6 +13,8 @@ items themselves on the lines after a `{"id", "timestamp", "instructions"}` head
   tool calls) are one assistant message, as one Responses API answer; tool outputs pair with calls by `call_id`.
 - A `compacted` line replaces the history: its `replacement_history` when present, else the user messages so far
   followed by the summary as a user message (what Codex sends after compacting).
+- Codex's base instructions (its first developer message) are not among the items, and session_meta's
+  `base_instructions` is not the text it sends (sections for tools it does not offer are cut), so they are left out.
 - Injected context is never a user turn: developer messages, and user messages that hold only
   `<environment_context>`, `<user_instructions>`, `# AGENTS.md instructions`, skills/permissions instructions or a
   `<turn_aborted>` marker. Plain tags drop it; `--trace` keeps it as `system` messages (docs/CAPTURE.md).
@@ -146,6 +148,11 @@ class _Reader:
                     self._compacted(payload, line_no)
                 elif kind == "event_msg" and payload.get("type") == "turn_aborted":
                     self._aborted()
+                elif kind == "event_msg" and payload.get("type") in ("token_count", "task_complete"):
+                    self._close()  # one model response ends here: the next output items are a new message
+                continue
+            if kind == "token_usage_record":
+                self._close()
                 continue
             if "instructions" in obj and "id" in obj and "timestamp" in obj and "payload" not in obj:
                 self.session_id = _str_or_none(obj.get("id")) or self.session_id  # the older header line
@@ -281,17 +288,26 @@ class _Reader:
 
     def _compacted(self, payload: dict[str, Any], line: int) -> None:
         self._close()
+        summary = str(payload.get("message") or "")
+        # The summary Codex asked the model for is logged as an assistant message just before this line, but the
+        # request that produced it is not: it is not a turn anyone can tag as sent.
+        last = self.turn_since_input
+        if last is not None and self.result and self.result[-1] is last:
+            answer = last.messages[last.answer_index]
+            text = answer.content if isinstance(answer.content, str) else ""
+            if text.strip() and text.strip() in summary:
+                self.result.pop()
+                self.turn_since_input = None
+                self.span_start = last.line
         replacement = payload.get("replacement_history")
         if isinstance(replacement, list):
-            saved, self.history = self.history, []
+            self.history = []
             saved_turns = len(self.result)
             for item in replacement:
                 if isinstance(item, dict):
                     self._item(item, line)
             self._close_without_turn(saved_turns)
-            del saved
             return
-        summary = str(payload.get("message") or "")
         kept = [message for message in self.history if message.role == "user"]
         self.history = [*kept, Message(role="user", content=summary)] if summary else kept
 
