@@ -26,6 +26,9 @@ from machine_lsp.core.transcripts.pi import PiSessionAdapter
 
 __all__ = [
     "ADAPTERS",
+    "TOOL_CALL_MARKERS",
+    "is_assistant_entry",
+    "is_harness_log",
     "TranscriptAdapter",
     "TranscriptError",
     "Turn",
@@ -105,6 +108,43 @@ def load_turns(
     turns.uri = uri
     turns.adapter = adapter_name
     return turns
+
+
+# Text that shows a session log line holds a tool call (Pi, Claude Code, Codex): a cheap test for editors.
+TOOL_CALL_MARKERS = (
+    '"toolCall"',
+    '"tool_use"',
+    '"function_call"',
+    '"custom_tool_call"',
+    '"local_shell_call"',
+)
+
+
+def is_harness_log(first_lines: list[str] | str) -> bool:
+    """True when these first non-blank line(s) are an agent harness's session log, not chat JSONL rows."""
+    head = [first_lines] if isinstance(first_lines, str) else first_lines
+    adapter = pick_adapter([line for line in head if line.strip()])
+    return adapter is not None and adapter.name != "chat_jsonl"
+
+
+def is_assistant_entry(obj: object) -> bool:
+    """Whether one decoded log line is an assistant answer of a harness log (a line a person would tag)."""
+    if not isinstance(obj, dict):
+        return False
+    message = obj.get("message")
+    if obj.get("type") == "message" and isinstance(message, dict):  # Pi
+        return message.get("role") == "assistant"
+    if obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj:  # Claude Code
+        return True
+    payload = obj.get("payload")
+    if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
+        kind = payload.get("type")
+        return (kind == "message" and payload.get("role") == "assistant") or kind in (
+            "function_call",
+            "custom_tool_call",
+            "local_shell_call",
+        )
+    return False
 
 
 def _head_lines(text: str) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from lsprotocol import types
 
+from machine_lsp.core.transcripts import TOOL_CALL_MARKERS, is_assistant_entry
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.positions import strip_eol, to_client_character
 
@@ -37,6 +38,8 @@ def row_info(line_text: str) -> dict[str, Any] | None:
         message = obj.get("message")
         if isinstance(message, dict) and message.get("role") == "assistant":
             return {"kind": "session_log", "tools": False, "stop": message.get("stopReason")}
+    if is_assistant_entry(obj):  # Claude Code, Codex: the adapters in core decide the rest
+        return {"kind": "session_log", "tools": False, "stop": None}
     return None
 
 
@@ -99,7 +102,7 @@ class CodeActionsFeature(LanguageFeature):
             action("Tag as good with note…", ask="note"),
             action("Tag as good with rewrite…", ask="rewrite"),
         ]
-        if info["tools"] or (info["kind"] == "session_log" and '"toolCall"' in source):
+        if info["tools"] or (info["kind"] == "session_log" and any(m in source for m in TOOL_CALL_MARKERS)):
             actions.append(action("Tag as good with full trace", trace=True))
         return actions
 
