@@ -26,7 +26,6 @@ from machine_lsp.core.transcripts.pi import PiSessionAdapter
 
 __all__ = [
     "ADAPTERS",
-    "TOOL_CALL_MARKERS",
     "is_assistant_entry",
     "is_harness_log",
     "TranscriptAdapter",

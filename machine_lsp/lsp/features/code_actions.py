@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 from lsprotocol import types
 
-from machine_lsp.core.transcripts import TOOL_CALL_MARKERS, is_assistant_entry
+from machine_lsp.core.transcripts import is_assistant_entry
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.positions import strip_eol, to_client_character
 
@@ -39,7 +39,8 @@ def row_info(line_text: str) -> dict[str, Any] | None:
         if isinstance(message, dict) and message.get("role") == "assistant":
             return {"kind": "session_log", "tools": False, "stop": message.get("stopReason")}
     if is_assistant_entry(obj):  # Claude Code, Codex: the adapters in core decide the rest
-        return {"kind": "session_log", "tools": False, "stop": None}
+        # --trace also keeps the harness's injected context, so it is offered without scanning the file.
+        return {"kind": "session_log", "tools": True, "stop": None}
     return None
 
 
@@ -102,7 +103,7 @@ class CodeActionsFeature(LanguageFeature):
             action("Tag as good with note…", ask="note"),
             action("Tag as good with rewrite…", ask="rewrite"),
         ]
-        if info["tools"] or (info["kind"] == "session_log" and any(m in source for m in TOOL_CALL_MARKERS)):
+        if info["tools"] or (info["kind"] == "session_log" and '"toolCall"' in source):
             actions.append(action("Tag as good with full trace", trace=True))
         return actions
 
