@@ -1,7 +1,8 @@
 """Claude Code session logs (`~/.claude/projects/<cwd slug>/<session>.jsonl`).
 
-Checked against logs written by Claude Code 2.1.332 (`@anthropic-ai/claude-code`, run for real in tests/capture)
-and public logs of 1.0.x-2.0.x (tests/fixtures/claude_code/README.md).
+Checked against logs written by Claude Code 2.1.332 (`@anthropic-ai/claude-code`, run for real in tests/capture:
+text, tool calls, parallel tool calls, a sub-agent, `/compact`) and a public log of 2.0.46 with sub-agent lines in the
+main file (tests/fixtures/claude_code/README.md). Rules and versions: docs/CAPTURE.md.
 
 The file is a tree: conversation lines (`user`, `assistant`, `attachment`, `system`, `progress`) carry `uuid` and
 `parentUuid`; the conversation behind a line is the path root -> line, not file order. Bookkeeping lines without a
@@ -44,7 +45,7 @@ from machine_lsp.core.schema import (
 from machine_lsp.core.transcripts.base import SNIFF_LINES, TranscriptError, Turn, TurnList, json_objects
 
 HARNESS = "claude-code"
-CHECKED_VERSIONS = "2.1.332 (run in tests); public logs of 1.0.x-2.0.x"
+CHECKED_VERSIONS = "2.1.332 (run in tests), 2.0.46 (public log)"
 _CONVERSATION_TYPES = {"user", "assistant", "attachment", "system", "progress"}
 _BOOKKEEPING_TYPES = {
     "summary",
@@ -143,8 +144,11 @@ class _Item(NamedTuple):
 
 
 class _Prefix(NamedTuple):
+    """The conversation up to a prompt line: every message, its plain-tag view, and warnings (shared, immutable)."""
+
     messages: tuple[Message, ...]
     warnings: tuple[str, ...]
+    plain: tuple[Message, ...] = ()
 
 
 _EMPTY = _Prefix((), ())
@@ -270,7 +274,9 @@ class _Reader:
             for item in self._items(node)
         )
 
-    def _conversation(self, leaf: _Node) -> tuple[list[Message], list[str]]:
+    def _conversation(self, leaf: _Node) -> tuple[_Prefix, list[Message], list[str]]:
+        """The conversation behind `leaf`: the cached prefix through the nearest prompt line above it, then the
+        messages (and warnings) of the lines from there to `leaf`."""
         segment: list[_Node] = []
         base = _EMPTY
         seen: set[str] = set()
@@ -300,24 +306,29 @@ class _Reader:
                 )
                 break
             current = parent
-        return self._apply(base, reversed(segment))
+        messages, warnings = self._apply(reversed(segment))
+        return base, messages, warnings
 
     def _prefix_through(self, prompt: _Node) -> _Prefix:
         cached = self.prompt_prefix.get(prompt.uuid)
         if cached is None:
-            messages, warnings = self._conversation(prompt)
-            cached = self.prompt_prefix[prompt.uuid] = _Prefix(tuple(messages), tuple(warnings))
+            base, messages, warnings = self._conversation(prompt)
+            cached = self.prompt_prefix[prompt.uuid] = _Prefix(
+                base.messages + tuple(messages),
+                tuple(_unique([*base.warnings, *warnings])),
+                base.plain + tuple(_text_turns(messages)),
+            )
         return cached
 
-    def _apply(self, base: _Prefix, nodes: Any) -> tuple[list[Message], list[str]]:
-        """Append the messages of `nodes` (root -> leaf order) to `base`.
+    def _apply(self, nodes: Any) -> tuple[list[Message], list[str]]:
+        """The messages of `nodes` (root -> leaf order, none of them before a prompt line but the first).
 
         Parallel tool calls branch the tree: each `tool_use` line of one message can be the parent of its own
         `tool_result` line, so a path holds only some of them. As the harness does, the first line of a message
         brings every line sharing its `message.id`, and the first tool result after it brings the results of all
         of that message's calls, in call order."""
-        out: list[Message | _AssistantBuilder] = list(base.messages)
-        warnings = list(base.warnings)
+        out: list[Message | _AssistantBuilder] = []
+        warnings: list[str] = []
         done_groups: set[str] = set()
         pending_calls: list[str] = []
         emitted_results: set[str] = set()
@@ -493,25 +504,27 @@ class _Reader:
 
     def _turn(self, members: list[_Node]) -> Turn | None:
         last = members[-1]
-        messages, warnings = self._conversation(last)
-        if not messages or messages[-1].role != "assistant":
-            if last.is_api_error:
-                messages = [
-                    *messages,
-                    Message(role="assistant", content=_plain_text(last.message.get("content"))),
-                ]
-            else:
-                return None
-        if not self.trace:
+        base, segment, segment_warnings = self._conversation(last)
+        warnings = _unique([*base.warnings, *segment_warnings])
+        if last.is_api_error:
+            # The error line adds nothing to later context; it is still the answer of its own (blocked) turn.
+            history = segment
+            answer = Message(role="assistant", content=_plain_text(last.message.get("content")))
+        elif segment and segment[-1].role == "assistant":
+            history, answer = segment[:-1], segment[-1]
+        else:
+            return None
+        if self.trace:
+            messages = [*base.messages, *history, answer]
+        else:
             # The plain view: user text and final text replies before; the reply's text alone as the answer.
-            answer = messages[-1]
             if not last.is_api_error:
                 builder = _AssistantBuilder()
                 for node in members:
                     self._add_blocks(builder, node, [])
                 builder.tool_calls = []
                 answer = builder.build()
-            messages = [*_text_turns(messages[:-1]), answer]
+            messages = [*base.plain, *_text_turns(history), answer]
         return Turn(
             line=self._span_start(members),
             end_line=last.line,
