@@ -10,6 +10,9 @@ harness's log becomes readable by adding an adapter to ADAPTERS.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 from machine_lsp.core.transcripts.base import (
@@ -102,7 +105,8 @@ def load_turns(
         adapter_name = "unknown"
     else:
         adapter = adapter or ADAPTERS[-1]
-        turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
+        with _gc_paused():
+            turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
         adapter_name = adapter.name
     turns.uri = uri
     turns.adapter = adapter_name
@@ -144,6 +148,19 @@ def is_assistant_entry(obj: object) -> bool:
             "local_shell_call",
         )
     return False
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Reading a big log allocates millions of objects and no cycles: the cyclic collector's repeated full passes
+    over them cost more than the reading itself (measured: 15.9 s -> 4.4 s for a 50 MB Codex rollout with --trace)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _head_lines(text: str) -> list[str]:
