@@ -337,6 +337,8 @@ class _Reader:
                 continue
             for item in self._items(node):
                 if item.kind == "assistant" and item.node is not None:
+                    if item.node.message_id in done_groups:
+                        continue  # (lines a compaction preserved come through the summary line, grouped too)
                     builder = _AssistantBuilder()
                     members = self.groups.get(item.node.message_id or "", [item.node])
                     for member in members:
