@@ -10,6 +10,7 @@ from compare import record_conversation, sent_conversation, text_turns
 from conftest import (
     AFTER_COMPACT_PROMPT,
     PARALLEL_PROMPT,
+    PROJECT_INSTRUCTIONS,
     TEXT_PROMPT,
     TOOL_PROMPT,
     AgentSession,
@@ -77,6 +78,9 @@ def test_trace_tag_of_the_tool_turn_is_the_whole_trajectory_sent(
     # Injected context (environment, date, reminders) is kept as system messages, never as user turns.
     users = [m["content"] for m in record["messages"] if m["role"] == "user"]
     assert users == [TEXT_PROMPT, TOOL_PROMPT]
+    # The project's CLAUDE.md, which Claude Code sends inside a reminder, is kept as system context only.
+    assert PROJECT_INSTRUCTIONS in json.dumps(final.body["messages"])
+    assert any(m["role"] == "system" and PROJECT_INSTRUCTIONS in m["content"] for m in record["messages"])
     assert any(m["role"] == "system" and "<system-reminder>" in m["content"] for m in record["messages"])
 
 
@@ -94,6 +98,7 @@ def test_plain_tag_of_the_tool_turn_keeps_text_turns_only(
     [record] = cli.records()
     assert record["messages"] == text_turns(sent_conversation(final))
     assert record["messages"][-1] == {"role": "assistant", "content": "The command printed: hi"}
+    assert PROJECT_INSTRUCTIONS not in json.dumps(record["messages"])
 
 
 def test_one_message_id_over_two_lines_is_one_message(claude_code_session: AgentSession, cli: Cli) -> None:

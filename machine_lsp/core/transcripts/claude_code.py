@@ -86,7 +86,8 @@ def looks_like_claude_code(obj: Any) -> bool:
         return "leafUuid" in obj
     if kind == "file-history-snapshot":
         return "messageId" in obj and "snapshot" in obj
-    return kind in _BOOKKEEPING_TYPES and "sessionId" in obj
+    # Bookkeeping lines come and go between versions; they all name the session.
+    return (kind in _BOOKKEEPING_TYPES or "messages" not in obj) and isinstance(obj.get("sessionId"), str)
 
 
 class ClaudeCodeAdapter:
