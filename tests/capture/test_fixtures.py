@@ -165,3 +165,17 @@ def test_codex_custom_and_local_shell_calls_pair_by_call_id(tmp_path: Path) -> N
         expected = "apply_patch" if kind == "custom_tool_call" else "local_shell"
         assert call_message.tool_calls[0].function.name == expected == tool.name
         json.loads(call_message.tool_calls[0].function.arguments)  # arguments stay JSON text
+
+
+def test_a_big_unchanged_buffer_is_read_once_and_an_edit_is_read_again() -> None:
+    body = CLAUDE_ECHO.read_text()
+    text = body * (
+        1_000_000 // len(body) + 1
+    )  # over the 1 MB threshold (repeated lines: same uuids, same turns)
+    uri = "file:///editor/session.jsonl"
+    first = load_turns(text, uri)
+    assert load_turns(text, uri) is first
+    assert load_turns(text, uri, trace=True) is not first
+    edited = text.replace("The command printed: hi", "The command printed: HI")
+    assert turn_at(load_turns(edited, uri), None).messages[-1].content == "The command printed: HI"
+    assert load_turns(text, "file:///editor/other.jsonl") is not first
