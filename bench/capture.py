@@ -189,9 +189,9 @@ def main() -> None:
     print()
     print(
         "| log | MB | lines | plain turns | plain s | plain turns/s | trace turns | trace s | trace turns/s "
-        "| first code action ms | code action p50 ms | hover on last line ms |"
+        "| first code action ms | code action p50 ms | hover on last line ms | hover again ms |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, row in results.items():
         plain, trace, server = row["plain"], row["trace"], row["server"]
         print(
