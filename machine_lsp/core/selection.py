@@ -113,4 +113,9 @@ def row_info(line_text: str) -> dict[str, Any] | None:
         message = obj.get("message")
         if isinstance(message, dict) and message.get("role") == "assistant":
             return {"kind": "session_log", "tools": False, "stop": message.get("stopReason")}
+    from machine_lsp.core.transcripts import is_assistant_entry
+
+    if is_assistant_entry(obj):  # Claude Code, Codex: the adapters in core decide the rest
+        # --trace also keeps the harness's injected context, so it is offered without scanning the file.
+        return {"kind": "session_log", "tools": True, "stop": None}
     return None

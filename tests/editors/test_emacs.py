@@ -34,7 +34,9 @@ def test_emacs_eglot_end_to_end(tmp_path: Path) -> None:
     lines = [
         json.dumps(good),
         '{"messages": [{"role": "User", "content": "hi"}, {"role": "assistant", "content": "yo"}]}',
-        json.dumps({"messages": [{"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "6"}]}),
+        json.dumps(
+            {"messages": [{"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "6"}]}
+        ),
         "{not json",
     ]
     (project / "train.jsonl").write_text("\n".join(lines) + "\n")
