@@ -15,7 +15,7 @@ from machine_lsp.core.transcripts.base import (
     TurnList,
 )
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
-from machine_lsp.core.transcripts.pi import PiSessionAdapter
+from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
 
 __all__ = [
     "ADAPTERS",
@@ -30,6 +30,7 @@ __all__ = [
 
 # Most specific first: the chat adapter takes anything the others do not claim.
 ADAPTERS: list[TranscriptAdapter] = [PiSessionAdapter(), ChatJsonlAdapter()]
+ADAPTERS.insert(0, LettaCodeAdapter())  # Pi's format with a Letta conversation id: before Pi
 
 
 def read_text(path: Path, uri: str | None = None) -> str:
@@ -79,7 +80,9 @@ def load_turns(
     adapter = next((a for a in ADAPTERS if a.sniff(first_line)), ADAPTERS[-1])
     turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
     turns.uri = uri
-    turns.adapter = adapter.name
+    turns.adapter = (
+        turns.adapter or adapter.name
+    )  # an adapter may name what it found (Pi's format, Letta's log)
     return turns
 
 
