@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.core.export import export_pairs, export_sft
 from machine_lsp.core.schema import TagRecord, encode, text_of
 from machine_lsp.core.store import Store, StoreError
@@ -52,6 +53,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     tagged = sub.add_parser("tagged", help="list the tagged turns")
     tagged.add_argument("--verdict", choices=["good", "bad"], help="only this verdict")
     tagged.add_argument("--json", action="store_true", help="print the records as a JSON array")
+    tagged.add_argument("--conflicts", action="store_true", help="only turns tagged two contradicting ways")
     tagged.set_defaults(func=_tagged_command)
 
     data = sub.add_parser("data", help="where the store is and what it holds")
@@ -157,6 +159,8 @@ def _short(text: str, width: int = 80) -> str:
 def _tagged_command(args: argparse.Namespace) -> int:
     def body() -> int:
         store = Store.open()
+        if args.conflicts:
+            return print_conflicts(store, args.json)
         records = [r for r in store.records() if args.verdict is None or r.verdict == args.verdict]
         _print_store_warnings(store)
         if args.json:
@@ -238,7 +242,7 @@ def _data_command(args: argparse.Namespace) -> int:
 def _export_command(args: argparse.Namespace) -> int:
     def body() -> int:
         store = Store.open()
-        records = store.records()
+        records = records_for_export(store.records(), _err())  # the last tag of a turn wins
         _print_store_warnings(store)
         if args.format == "sft":
             lines = [encode(row) for row in export_sft(records)]
