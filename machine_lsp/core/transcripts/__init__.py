@@ -15,6 +15,7 @@ from machine_lsp.core.transcripts.base import (
     TurnList,
 )
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
+from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter, is_opencode_db, load_db_turns
 from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
 # Most specific first: the chat adapter takes anything the others do not claim.
 ADAPTERS: list[TranscriptAdapter] = [PiSessionAdapter(), ChatJsonlAdapter()]
 ADAPTERS.insert(0, LettaCodeAdapter())  # Pi's format with a Letta conversation id: before Pi
+ADAPTERS.insert(-1, OpenCodeExportAdapter())  # `opencode export` JSON: before the chat fallback
 
 
 def read_text(path: Path, uri: str | None = None) -> str:
@@ -70,6 +72,8 @@ def load_turns(
     thinking: bool = False,
 ) -> TurnList:
     """The tagged-able turns of a file (a Path) or of its text (a str, e.g. an editor buffer; pass its uri)."""
+    if isinstance(path_or_text, Path) and is_opencode_db(path_or_text):  # SQLite, not text: read it read-only
+        return load_db_turns(path_or_text, trace=trace, thinking=thinking)
     if isinstance(path_or_text, Path):
         uri = uri or path_or_text.absolute().as_uri()
         text = read_text(path_or_text, uri)
