@@ -130,11 +130,12 @@ class AgentRun:
 
     # -- running ---------------------------------------------------------------------------------------------
 
-    def argv(self, prompt: str, resume: bool) -> list[str]:
+    def argv(self, prompt: str, resume: bool, allowed_tools: tuple[str, ...] = ()) -> list[str]:
         exe = str(self.executable)
         if self.name == "claude-code":
             # `--allowedTools` must come after the prompt (before it, it swallows the prompt as a tool name).
-            return [exe, *(["-c"] if resume else []), "-p", prompt, "--allowedTools", "Bash(echo:*)"]
+            allowed = ["Bash(echo:*)", *allowed_tools]
+            return [exe, *(["-c"] if resume else []), "-p", prompt, "--allowedTools", *allowed]
         if self.name == "codex":
             # Without the --disable flags Codex looks up plugin/app hosts in DNS at start.
             flags = ["--disable", "plugins", "--disable", "remote_plugin", "--disable", "apps"]
@@ -147,9 +148,10 @@ class AgentRun:
         raise ValueError(f"no runner for agent {self.name}")
 
     def run(
-        self, prompt: str, *, resume: bool = False, check: bool = True
+        self, prompt: str, *, resume: bool = False, check: bool = True, allowed_tools: tuple[str, ...] = ()
     ) -> subprocess.CompletedProcess[str]:
-        argv = ["timeout", "-k", "5", str(RUN_TIMEOUT_S), *self.argv(prompt, resume)]
+        """Run one prompt (`resume`: continue the last session). `allowed_tools`: more Claude Code tools to allow."""
+        argv = ["timeout", "-k", "5", str(RUN_TIMEOUT_S), *self.argv(prompt, resume, allowed_tools)]
         done = subprocess.run(
             argv,
             cwd=self.project,

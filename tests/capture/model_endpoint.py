@@ -26,9 +26,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+SUBAGENT_PROMPT_MARKER = "use a subagent"
+SUBAGENT_TOOL_NAMES = ("Agent", "Task")
 SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_shell_command")
 TOOL_PROMPT_MARKER = "echo hi"
 TOOL_TEXT = "I'll run it."
+REASONING_SUMMARY = "Thinking about the request."
+ENCRYPTED_REASONING = "gAAAAABencrypted-reasoning-blob=="
 
 
 @dataclass
@@ -112,6 +116,21 @@ def choose_reply(
     if ends_in_tool_result:
         said = "hi" if "hi" in tool_output else tool_output.strip()[:60]
         return Reply("text", text=f"The command printed: {said}", response_id=f"resp_{n}")
+    if SUBAGENT_PROMPT_MARKER in newest_user_text:
+        agent = next((name for name, _ in tools if name in SUBAGENT_TOOL_NAMES), None)
+        if agent is not None:
+            return Reply(
+                "tool_call",
+                text="I'll ask a subagent.",
+                tool_name=agent,
+                tool_call_id=f"call_{n:04d}",
+                arguments={
+                    "description": "Greet from a subagent",
+                    "prompt": "Say hi from the subagent.",
+                    "subagent_type": "claude",
+                },
+                response_id=f"resp_{n}",
+            )
     if TOOL_PROMPT_MARKER in newest_user_text:
         shell = next(((name, schema) for name, schema in tools if name.lower() in SHELL_TOOL_NAMES), None)
         if shell is not None:
@@ -427,8 +446,15 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                 "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": 15,
             }
+            # A reasoning item first, as reasoning models send it: a readable summary and an encrypted blob.
+            reasoning = {
+                "type": "reasoning",
+                "id": f"rs_{response_id}",
+                "summary": [{"type": "summary_text", "text": REASONING_SUMMARY}],
+                "encrypted_content": ENCRYPTED_REASONING,
+            }
             base = {"id": response_id, "object": "response", "created_at": int(time.time()), "model": model}
-            completed = {**base, "status": "completed", "output": [item], "usage": usage}
+            completed = {**base, "status": "completed", "output": [reasoning, item], "usage": usage}
             if not body.get("stream"):
                 self._json(200, completed)
                 return
@@ -438,8 +464,12 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                     {"type": "response.created", "response": {**base, "status": "in_progress"}},
                 ),
                 (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": 0, "item": reasoning},
+                ),
+                (
                     "response.output_item.added",
-                    {"type": "response.output_item.added", "output_index": 0, "item": item},
+                    {"type": "response.output_item.added", "output_index": 1, "item": item},
                 ),
             ]
             if item["type"] == "message":
@@ -449,7 +479,7 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                         {
                             "type": "response.output_text.delta",
                             "item_id": item["id"],
-                            "output_index": 0,
+                            "output_index": 1,
                             "content_index": 0,
                             "delta": reply.text,
                         },
@@ -458,7 +488,7 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
             events.append(
                 (
                     "response.output_item.done",
-                    {"type": "response.output_item.done", "output_index": 0, "item": item},
+                    {"type": "response.output_item.done", "output_index": 1, "item": item},
                 )
             )
             events.append(("response.completed", {"type": "response.completed", "response": completed}))

@@ -61,7 +61,7 @@ class OpenCodeRun(AgentRun):
             "OPENCODE_DISABLE_SHARE": "1",
         }
 
-    def argv(self, prompt: str, resume: bool) -> list[str]:
+    def argv(self, prompt: str, resume: bool, allowed_tools: tuple[str, ...] = ()) -> list[str]:
         return [str(self.executable), "run", *(["-c"] if resume else []), prompt]
 
     @property

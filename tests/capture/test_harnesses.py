@@ -63,17 +63,19 @@ def test_responses_stream_events(endpoint: ModelEndpoint) -> None:
     events = sse_data(text)
     assert [e["type"] for e in events] == [
         "response.created",
+        "response.output_item.done",
         "response.output_item.added",
         "response.output_item.done",
         "response.completed",
     ]
-    item = events[2]["item"]
+    assert events[1]["item"]["type"] == "reasoning"
+    item = events[3]["item"]
     assert item["type"] == "function_call" and json.loads(item["arguments"]) == {
         "command": ["bash", "-lc", "echo hi"]
     }
     output = {"type": "function_call_output", "call_id": item["call_id"], "output": "hi"}
     _, text = post(endpoint, "/v1/responses", {"input": [*body["input"], item, output], "stream": True})
-    done = sse_data(text)[-1]["response"]["output"][0]
+    done = sse_data(text)[-1]["response"]["output"][-1]
     assert done["content"][0]["text"] == "The command printed: hi"
 
 

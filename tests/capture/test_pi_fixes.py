@@ -227,3 +227,16 @@ def test_a_letta_log_is_recognised_by_its_message_ids_whatever_its_conversation_
         tmp_path / "pi.jsonl", header, user("q", id="e1", parentId=None), reply("a", id="e2", parentId="e1")
     )
     assert turn_at(load_turns(pi_path), None).source.harness == "pi"
+
+
+def test_a_half_written_last_line_is_skipped_with_a_note(tmp_path: Path) -> None:
+    path = write_log(
+        tmp_path / "s.jsonl",
+        {"type": "session", "version": 3, "id": "s", "timestamp": "t", "cwd": "/p"},
+        user("q", id="u1", parentId=None),
+        reply("a", id="r1", parentId="u1"),
+    )
+    path.write_text(path.read_text() + '{"type":"message","id":"u2","parentId":"r1","message":{"role":"us')
+    turns = load_turns(path)
+    assert turns.problems == [] and "half-written last line" in turns.notes[0]
+    assert text_of(turn_at(turns, None).messages[-1]) == "a"

@@ -167,7 +167,13 @@ class _SessionReader:
                         self.uri, 'expected a Pi entry, a JSON object with a "type"', line_no, 1
                     )
             except TranscriptError as exc:
-                self.result.problems.append(exc)
+                if line_no == len(lines) and "ends before the JSON value does" in exc.message:
+                    # No newline after it and the JSON ends early: the agent is still writing this line.
+                    self.result.notes.append(
+                        f"line {line_no}: skipped a half-written last line (the agent may still be writing the log)"
+                    )
+                else:
+                    self.result.problems.append(exc)
                 continue
             if version is None:
                 if obj["type"] != "session":
