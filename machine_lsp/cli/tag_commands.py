@@ -18,6 +18,7 @@ from rich.table import Table
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.core.export import export_pairs, export_sft
 from machine_lsp.core.schema import TagRecord, encode, text_of
+from machine_lsp.core.sessions import resolve_from
 from machine_lsp.core.store import Store, StoreError
 from machine_lsp.core.tagging import TagRefused, tag
 from machine_lsp.core.transcripts import TranscriptError, load_turns, turn_at
@@ -73,8 +74,9 @@ def _add_turn_arguments(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="source",
         required=True,
-        metavar="FILE[:LINE]",
-        help="chat JSONL or agent session log; LINE picks the turn (default: the last one)",
+        metavar="FILE[:LINE]|last|SESSION[:TURN]",
+        help="chat JSONL or agent session log (LINE picks the turn, default the last), `last` (the newest agent "
+        "session's last turn) or a session id from `machine sessions` (TURN counts from 1)",
     )
     parser.add_argument("--trace", action="store_true", help="keep the turn's tool calls and results")
     parser.add_argument("--thinking", action="store_true", help="keep the model's thinking (session logs)")
@@ -112,9 +114,10 @@ def _print_store_warnings(store: Store) -> None:
 
 def _tag_command(args: argparse.Namespace, verdict: str) -> int:
     def body() -> int:
-        path, line = parse_source(args.source)
-        turns = load_turns(path, trace=args.trace, thinking=args.thinking)
-        turn = turn_at(turns, line)
+        turn = resolve_from(args.source, Path.cwd(), trace=args.trace, thinking=args.thinking)
+        if turn is None:  # not `last` nor a session id: a file
+            path, line = parse_source(args.source)
+            turn = turn_at(load_turns(path, trace=args.trace, thinking=args.thinking), line)
         store = Store.open()
         try:
             result = tag(
