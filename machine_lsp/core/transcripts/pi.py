@@ -450,13 +450,23 @@ class _SessionReader:
         )
 
     def _user_text(self, content: Any, line: int, out: _Converted, *, typed: bool = False) -> None:
-        text = self._parts_text(content, line, out.warnings, "user message")
+        if (
+            isinstance(content, list)
+            and sum(1 for p in content if isinstance(p, dict) and p.get("type") == "text") > 1
+        ):
+            # Several text parts are sent as several parts: keep them so (images are dropped, with a warning).
+            texts = [self._parts_text([part], line, out.warnings, "user message") for part in content]
+        else:
+            texts = [self._parts_text(content, line, out.warnings, "user message")]
         if typed and self.letta and not self.trace:
             # Letta Code injects <system-reminder> context into the user's message; a plain tag keeps what the user
             # typed (the rule Codex's injected context follows), a --trace tag keeps the message as sent.
-            text = _SYSTEM_REMINDER.sub("", text).strip()
-        if text:
-            out.messages.append(Message(role="user", content=text))
+            texts = [_SYSTEM_REMINDER.sub("", text).strip() for text in texts]
+        texts = [text for text in texts if text]
+        if len(texts) == 1:
+            out.messages.append(Message(role="user", content=texts[0]))
+        elif texts:
+            out.messages.append(Message(role="user", content=[TextPart(text) for text in texts]))
 
     def _parts_text(self, content: Any, line: int, warnings: list[str], what: str) -> str:
         if isinstance(content, str):
