@@ -55,8 +55,29 @@ def read(message: Message) -> tuple:
     return (message.role, parts, calls, message.tool_call_id)
 
 
+def as_logged(request: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A request in the adapters' --trace shape: the user message's `<system-reminder>` parts become one `system`
+    message before what the user typed (docs/CAPTURE.md, the injected-context rule)."""
+    out: list[dict[str, Any]] = []
+    for message in request:
+        if message["role"] == "system":
+            continue  # the system prompt is not in the log
+        content = message.get("content")
+        if message["role"] == "user" and isinstance(content, list):
+            injected = [
+                p["text"].strip() for p in content if p["text"].lstrip().startswith("<system-reminder>")
+            ]
+            typed = [p for p in content if not p["text"].lstrip().startswith("<system-reminder>")]
+            if injected:
+                out.append({"role": "system", "content": "\n".join(injected)})
+            out.append({**message, "content": typed[0]["text"] if len(typed) == 1 else typed})
+        else:
+            out.append(message)
+    return out
+
+
 def check(log: Path, requests: list[dict[str, Any]]) -> None:
-    conversations = [[m for m in r["messages"] if m["role"] != "system"] for r in requests if r["tools"]]
+    conversations = [as_logged(r["messages"]) for r in requests if r["tools"]]
     traced = load_turns(log, trace=True)
     assert traced.adapter == "letta-code" and traced.problems == []
     assert len(traced) == len(conversations) == 2  # the Bash call, then the final reply

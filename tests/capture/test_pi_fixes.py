@@ -203,8 +203,13 @@ def test_letta_code_transcripts_are_named_letta_code_and_reminders_are_not_what_
     turn = turn_at(turns, None)
     assert turn.source.harness == "letta-code" and turn.source.session_id == "local-conv-1"
     assert texts(turn) == ["say hi", "hi"]
-    traced = turn_at(load_turns(path, trace=True), None)  # --trace keeps the message as the model read it
-    assert texts(traced)[0].startswith("<system-reminder>") and texts(traced)[0].endswith("say hi")
+    traced = turn_at(load_turns(path, trace=True), None)  # --trace keeps the context, as a system message
+    assert [m.role for m in traced.messages] == ["system", "user", "assistant"]
+    assert texts(traced) == [
+        "<system-reminder>\nMemory: the user likes tests.\n</system-reminder>",
+        "say hi",
+        "hi",
+    ]
 
 
 def test_a_letta_log_is_recognised_by_its_message_ids_whatever_its_conversation_id(tmp_path: Path) -> None:

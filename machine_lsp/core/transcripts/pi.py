@@ -458,10 +458,14 @@ class _SessionReader:
             texts = [self._parts_text([part], line, out.warnings, "user message") for part in content]
         else:
             texts = [self._parts_text(content, line, out.warnings, "user message")]
-        if typed and self.letta and not self.trace:
-            # Letta Code injects <system-reminder> context into the user's message; a plain tag keeps what the user
-            # typed (the rule Codex's injected context follows), a --trace tag keeps the message as sent.
+        if typed and self.letta:
+            # Letta Code injects <system-reminder> context into the user's message. The rule every harness adapter
+            # follows (docs/CAPTURE.md): injected context is never a user turn; a plain tag drops it, --trace keeps
+            # it as a `system` message where the log has it (just before what the user typed).
+            injected = [block.strip() for text in texts for block in _SYSTEM_REMINDER.findall(text)]
             texts = [_SYSTEM_REMINDER.sub("", text).strip() for text in texts]
+            if injected and self.trace:
+                out.messages.append(Message(role="system", content="\n".join(injected)))
         texts = [text for text in texts if text]
         if len(texts) == 1:
             out.messages.append(Message(role="user", content=texts[0]))
