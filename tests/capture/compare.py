@@ -95,9 +95,7 @@ def sent_conversation(recorded: Recorded) -> list[dict[str, Any]]:
                 out.append({"role": "tool", "content": output, "tool_call_id": item["call_id"]})
     else:
         raise ValueError(f"no comparison for {recorded.api}")
-    calls = []
-    if reply.kind == "tool_call":
-        calls = [_call(reply.tool_call_id, reply.tool_name, reply.arguments)]
+    calls = [_call(call_id, name, arguments) for call_id, name, arguments in reply.calls()]
     out.append(_assistant(reply.text, calls))
     return out
 

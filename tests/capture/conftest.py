@@ -30,6 +30,7 @@ from machine_lsp.cli.main import main  # noqa: E402
 TEXT_PROMPT = "Say hello in five words."
 TOOL_PROMPT = "Please run `echo hi` in the shell and tell me what it printed."
 SUBAGENT_PROMPT = "Please use a subagent to greet me."
+PARALLEL_PROMPT = "Please run `echo hi twice` in parallel."
 AFTER_COMPACT_PROMPT = "What did we do?"
 
 
@@ -105,12 +106,14 @@ def pi_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSessio
 
 @pytest.fixture(scope="session")
 def claude_code_more_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSession]:
-    """Claude Code with a sub-agent (the Agent tool: a sidechain transcript of its own) and a manual `/compact`."""
+    """Claude Code with a sub-agent (the Agent tool: a sidechain transcript of its own), two parallel tool calls in
+    one reply (each result line hangs off its own tool_use line) and a manual `/compact`."""
     _require("claude-code")
     with ModelEndpoint() as served:
         run = AgentRun("claude-code", tmp_path_factory.mktemp("claude-code-more"), served)
         run.run(TEXT_PROMPT)
         run.run(SUBAGENT_PROMPT, resume=True, allowed_tools=("Agent",))
+        run.run(PARALLEL_PROMPT, resume=True)
         run.run("/compact", resume=True)
         run.run(AFTER_COMPACT_PROMPT, resume=True)
         logs = run.logs()

@@ -31,13 +31,16 @@ SUBAGENT_TOOL_NAMES = ("Agent", "Task")
 SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_shell_command")
 TOOL_PROMPT_MARKER = "echo hi"
 TOOL_TEXT = "I'll run it."
+PARALLEL_MARKER = "echo hi twice"
 REASONING_SUMMARY = "Thinking about the request."
 ENCRYPTED_REASONING = "gAAAAABencrypted-reasoning-blob=="
 
 
 @dataclass
 class Reply:
-    """What the endpoint answered: a text, or one shell tool call (with an optional text before it)."""
+    """What the endpoint answered: a text, or shell tool call(s) (with an optional text before them).
+
+    `parallel` > 1: that many calls of the same tool in one reply (when the prompt says `echo hi twice`)."""
 
     kind: str  # "text" | "tool_call"
     text: str = ""
@@ -45,6 +48,16 @@ class Reply:
     tool_call_id: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
     response_id: str = ""
+    parallel: int = 1
+
+    def calls(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """(call id, tool name, arguments) for each call in this reply."""
+        if self.kind != "tool_call":
+            return []
+        ids = [self.tool_call_id] + [
+            f"{self.tool_call_id}{chr(ord('a') + i)}" for i in range(1, self.parallel)
+        ]
+        return [(call_id, self.tool_name, self.arguments) for call_id in ids]
 
 
 @dataclass
@@ -142,6 +155,7 @@ def choose_reply(
                 tool_call_id=f"call_{n:04d}",
                 arguments=_shell_arguments(schema),
                 response_id=f"resp_{n}",
+                parallel=2 if PARALLEL_MARKER in newest_user_text else 1,
             )
     prompt = " ".join(newest_user_text.split())[:80]
     return Reply("text", text=f"Scripted reply {n} to: {prompt}", response_id=f"resp_{n}")
@@ -215,13 +229,15 @@ def _responses_reply(endpoint: ModelEndpoint, body: dict[str, Any]) -> Reply:
     output = last.get("output", "")
     if isinstance(output, dict):
         output = output.get("content", "")
-    return choose_reply(
+    reply = choose_reply(
         endpoint,
         newest_user_text=_text_of(newest_user.get("content")),
         ends_in_tool_result=str(last.get("type", "")).endswith("_output"),
         tool_output=output if isinstance(output, str) else _text_of(output),
         tools=tools,
     )
+    reply.parallel = 1  # one call per Responses answer here
+    return reply
 
 
 def _anthropic_reply(endpoint: ModelEndpoint, body: dict[str, Any]) -> Reply:
@@ -358,15 +374,15 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
             chat_id = f"chatcmpl-{reply.response_id}"
             usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
             tool_calls = []
-            if reply.kind == "tool_call":
-                tool_calls = [
-                    {
-                        "index": 0,
-                        "id": reply.tool_call_id,
-                        "type": "function",
-                        "function": {"name": reply.tool_name, "arguments": json.dumps(reply.arguments)},
-                    }
-                ]
+            tool_calls = [
+                {
+                    "index": index,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(arguments)},
+                }
+                for index, (call_id, name, arguments) in enumerate(reply.calls())
+            ]
             finish = "tool_calls" if tool_calls else "stop"
             text = "" if tool_calls else reply.text
             if not body.get("stream"):
@@ -502,15 +518,8 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
             blocks: list[dict[str, Any]] = []
             if reply.text:
                 blocks.append({"type": "text", "text": reply.text})
-            if reply.kind == "tool_call":
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": reply.tool_call_id,
-                        "name": reply.tool_name,
-                        "input": reply.arguments,
-                    }
-                )
+            for call_id, name, arguments in reply.calls():
+                blocks.append({"type": "tool_use", "id": call_id, "name": name, "input": arguments})
             stop = "tool_use" if reply.kind == "tool_call" else "end_turn"
             usage = {"input_tokens": 10, "output_tokens": 5}
             if not body.get("stream"):

@@ -7,7 +7,16 @@ import shutil
 from pathlib import Path
 
 from compare import record_conversation, sent_conversation, text_turns
-from conftest import AFTER_COMPACT_PROMPT, TEXT_PROMPT, TOOL_PROMPT, AgentSession, Cli, json_lines, line_where
+from conftest import (
+    AFTER_COMPACT_PROMPT,
+    PARALLEL_PROMPT,
+    TEXT_PROMPT,
+    TOOL_PROMPT,
+    AgentSession,
+    Cli,
+    json_lines,
+    line_where,
+)
 
 from machine_lsp.core.transcripts import load_turns, turn_at
 
@@ -107,6 +116,44 @@ def test_one_message_id_over_two_lines_is_one_message(claude_code_session: Agent
     ]
     sent = request_answered(claude_code_session, "I'll run it.")
     assert record_conversation(record["messages"]) == sent_conversation(sent)
+
+
+def test_parallel_tool_calls_on_branches_are_one_message_and_all_results(
+    claude_code_more_session: AgentSession, cli: Cli
+) -> None:
+    log = claude_code_more_session.log
+    objects = json_lines(log)
+    calls = [
+        o
+        for o in objects
+        if o.get("type") == "assistant" and o["message"]["content"][0].get("type") == "tool_use"
+    ]
+    parallel = [o for o in calls if o["message"]["content"][0]["name"] == "Bash"]
+    assert len(parallel) == 2 and parallel[0]["message"]["id"] == parallel[1]["message"]["id"]
+    # The harness writes each result under its own tool_use line: the final reply's path holds only one of them.
+    results = [
+        o for o in objects if o.get("type") == "user" and "toolUseResult" in o and "hi" in json.dumps(o)
+    ]
+    assert {r["parentUuid"] for r in results} >= {p["uuid"] for p in parallel}
+    final = next(
+        r
+        for r in claude_code_more_session.endpoint.model_requests("anthropic")
+        if r.reply
+        and r.reply.text == "The command printed: hi"
+        and PARALLEL_PROMPT in json.dumps(r.body)
+        and "tool_result" in json.dumps(r.body["messages"][-1])
+    )
+    line = next(
+        i
+        for i, o in enumerate(objects, start=1)
+        if o.get("type") == "assistant" and o["message"]["id"] == f"msg_{final.reply.response_id}"
+    )
+    code, _, err = cli("good", "--trace", "--from", f"{log}:{line}")
+    assert code == 0, err
+    [record] = cli.records()
+    assert record_conversation(record["messages"]) == sent_conversation(final)
+    tools = [m for m in record["messages"] if m["role"] == "tool"]
+    assert len(tools) >= 2 and [t["content"].strip() for t in tools[-2:]] == ["hi", "hi"]
 
 
 def test_a_sub_agent_never_leaks_and_its_transcript_tags_on_its_own(

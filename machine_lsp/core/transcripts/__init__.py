@@ -10,6 +10,9 @@ harness's log becomes readable by adding an adapter to ADAPTERS.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 from machine_lsp.core.transcripts.base import (
@@ -27,6 +30,8 @@ from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
 
 __all__ = [
     "ADAPTERS",
+    "is_assistant_entry",
+    "is_harness_log",
     "TranscriptAdapter",
     "TranscriptError",
     "Turn",
@@ -107,13 +112,64 @@ def load_turns(
         adapter_name = "unknown"
     else:
         adapter = adapter or ADAPTERS[-1]
-        turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
+        with _gc_paused():
+            turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
         adapter_name = adapter.name
     turns.uri = uri
     turns.adapter = (
         turns.adapter or adapter_name
     )  # an adapter may name what it found (Letta's log in Pi's format)
     return turns
+
+
+# Text that shows a session log line holds a tool call (Pi, Claude Code, Codex): a cheap test for editors.
+TOOL_CALL_MARKERS = (
+    '"toolCall"',
+    '"tool_use"',
+    '"function_call"',
+    '"custom_tool_call"',
+    '"local_shell_call"',
+)
+
+
+def is_harness_log(first_lines: list[str] | str) -> bool:
+    """True when these first non-blank line(s) are an agent harness's session log, not chat JSONL rows."""
+    head = [first_lines] if isinstance(first_lines, str) else first_lines
+    adapter = pick_adapter([line for line in head if line.strip()])
+    return adapter is not None and adapter.name != "chat_jsonl"
+
+
+def is_assistant_entry(obj: object) -> bool:
+    """Whether one decoded log line is an assistant answer of a harness log (a line a person would tag)."""
+    if not isinstance(obj, dict):
+        return False
+    message = obj.get("message")
+    if obj.get("type") == "message" and isinstance(message, dict):  # Pi
+        return message.get("role") == "assistant"
+    if obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj:  # Claude Code
+        return True
+    payload = obj.get("payload")
+    if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
+        kind = payload.get("type")
+        return (kind == "message" and payload.get("role") == "assistant") or kind in (
+            "function_call",
+            "custom_tool_call",
+            "local_shell_call",
+        )
+    return False
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Reading a big log allocates millions of objects and no cycles: the cyclic collector's repeated full passes
+    over them cost more than the reading itself (measured: 15.9 s -> 4.4 s for a 50 MB Codex rollout with --trace)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _head_lines(text: str) -> list[str]:

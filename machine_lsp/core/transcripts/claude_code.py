@@ -1,7 +1,8 @@
 """Claude Code session logs (`~/.claude/projects/<cwd slug>/<session>.jsonl`).
 
-Checked against logs written by Claude Code 2.1.332 (`@anthropic-ai/claude-code`, run for real in tests/capture)
-and public logs of 1.0.x-2.0.x (tests/fixtures/claude_code/README.md).
+Checked against logs written by Claude Code 2.1.332 (`@anthropic-ai/claude-code`, run for real in tests/capture:
+text, tool calls, parallel tool calls, a sub-agent, `/compact`) and a public log of 2.0.46 with sub-agent lines in the
+main file (tests/fixtures/claude_code/README.md). Rules and versions: docs/CAPTURE.md.
 
 The file is a tree: conversation lines (`user`, `assistant`, `attachment`, `system`, `progress`) carry `uuid` and
 `parentUuid`; the conversation behind a line is the path root -> line, not file order. Bookkeeping lines without a
@@ -44,7 +45,7 @@ from machine_lsp.core.schema import (
 from machine_lsp.core.transcripts.base import SNIFF_LINES, TranscriptError, Turn, TurnList, json_objects
 
 HARNESS = "claude-code"
-CHECKED_VERSIONS = "2.1.332 (run in tests); public logs of 1.0.x-2.0.x"
+CHECKED_VERSIONS = "2.1.332 (run in tests), 2.0.46 (public log)"
 _CONVERSATION_TYPES = {"user", "assistant", "attachment", "system", "progress"}
 _BOOKKEEPING_TYPES = {
     "summary",
@@ -143,8 +144,11 @@ class _Item(NamedTuple):
 
 
 class _Prefix(NamedTuple):
+    """The conversation up to a prompt line: every message, its plain-tag view, and warnings (shared, immutable)."""
+
     messages: tuple[Message, ...]
     warnings: tuple[str, ...]
+    plain: tuple[Message, ...] = ()
 
 
 _EMPTY = _Prefix((), ())
@@ -178,6 +182,9 @@ class _Reader:
         self.prompt_prefix: dict[str, _Prefix] = {}
         self.session_id: str | None = None
         self.tool_names: dict[str, str] = {}
+        self.result_nodes: dict[str, _Node] = {}  # tool_use id -> the user line holding its result
+        self.groups: dict[str, list[_Node]] = {}  # message.id -> its assistant lines, in file order
+        self._message_ids: set[str] = set()
 
     def read(self) -> TurnList:
         objects = json_objects(self.text, self.uri, self.result)
@@ -218,6 +225,8 @@ class _Reader:
             if node.parent is not None:
                 self.children[node.parent].append(node)
             if node.type == "assistant":
+                if node.message_id:
+                    self._message_ids.add(node.message_id)
                 for block in _blocks(node.message.get("content")):
                     if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                         self.tool_names[block["id"]] = str(block.get("name") or "")
@@ -225,8 +234,13 @@ class _Reader:
         for node in self.nodes.values():
             if node.type == "assistant":
                 groups[node.message_id or node.uuid].append(node)
+            elif node.type == "user":
+                for part in _blocks(node.message.get("content")):
+                    if part.get("type") == "tool_result" and isinstance(part.get("tool_use_id"), str):
+                        self.result_nodes.setdefault(part["tool_use_id"], node)
+        self.groups = {key: members for key, members in groups.items() if key and key in self._message_ids}
         turn_groups = [members for members in groups.values() if self._is_turn(members)]
-        self.turn_last_line = {members[-1].uuid: True for members in turn_groups}
+        self.turn_nodes = {node.uuid for members in turn_groups for node in members}
         for members in sorted(turn_groups, key=lambda group: group[-1].line):
             turn = self._turn(members)
             if turn is not None:
@@ -260,7 +274,9 @@ class _Reader:
             for item in self._items(node)
         )
 
-    def _conversation(self, leaf: _Node) -> tuple[list[Message], list[str]]:
+    def _conversation(self, leaf: _Node) -> tuple[_Prefix, list[Message], list[str]]:
+        """The conversation behind `leaf`: the cached prefix through the nearest prompt line above it, then the
+        messages (and warnings) of the lines from there to `leaf`."""
         segment: list[_Node] = []
         base = _EMPTY
         seen: set[str] = set()
@@ -290,38 +306,79 @@ class _Reader:
                 )
                 break
             current = parent
-        return self._apply(base, reversed(segment))
+        messages, warnings = self._apply(reversed(segment))
+        return base, messages, warnings
 
     def _prefix_through(self, prompt: _Node) -> _Prefix:
         cached = self.prompt_prefix.get(prompt.uuid)
         if cached is None:
-            messages, warnings = self._conversation(prompt)
-            cached = self.prompt_prefix[prompt.uuid] = _Prefix(tuple(messages), tuple(warnings))
+            base, messages, warnings = self._conversation(prompt)
+            cached = self.prompt_prefix[prompt.uuid] = _Prefix(
+                base.messages + tuple(messages),
+                tuple(_unique([*base.warnings, *warnings])),
+                base.plain + tuple(_text_turns(messages)),
+            )
         return cached
 
-    def _apply(self, base: _Prefix, nodes: Any) -> tuple[list[Message], list[str]]:
-        out: list[Message | _AssistantBuilder] = list(base.messages)
-        warnings = list(base.warnings)
-        open_id: str | None = None
-        open_index = -1
+    def _apply(self, nodes: Any) -> tuple[list[Message], list[str]]:
+        """The messages of `nodes` (root -> leaf order, none of them before a prompt line but the first).
+
+        Parallel tool calls branch the tree: each `tool_use` line of one message can be the parent of its own
+        `tool_result` line, so a path holds only some of them. As the harness does, the first line of a message
+        brings every line sharing its `message.id`, and the first tool result after it brings the results of all
+        of that message's calls, in call order."""
+        out: list[Message | _AssistantBuilder] = []
+        warnings: list[str] = []
+        done_groups: set[str] = set()
+        pending_calls: list[str] = []
+        emitted_results: set[str] = set()
         for node in nodes:
+            if node.type == "assistant" and node.message_id in done_groups:
+                continue
             for item in self._items(node):
                 if item.kind == "assistant" and item.node is not None:
-                    message_id = item.node.message_id
-                    if message_id is None or message_id != open_id:
-                        out.append(_AssistantBuilder())
-                        open_index = len(out) - 1
-                        open_id = message_id
-                    builder = out[open_index]
-                    assert isinstance(builder, _AssistantBuilder)
-                    self._add_blocks(builder, item.node, warnings)
+                    builder = _AssistantBuilder()
+                    members = self.groups.get(item.node.message_id or "", [item.node])
+                    for member in members:
+                        self._add_blocks(builder, member, warnings)
+                    if item.node.message_id:
+                        done_groups.add(item.node.message_id)
+                    out.append(builder)
+                    pending_calls = [call.id for call in builder.tool_calls]
+                elif item.message is not None and item.message.role == "tool":
+                    call_id = item.message.tool_call_id or ""
+                    if call_id in emitted_results:
+                        continue
+                    if call_id in pending_calls:
+                        for pending in pending_calls:
+                            result = self._result_message(pending)
+                            if result is not None and pending not in emitted_results:
+                                out.append(result)
+                                emitted_results.add(pending)
+                        pending_calls = []
+                    if call_id not in emitted_results:
+                        out.append(item.message)
+                        emitted_results.add(call_id)
                 elif item.message is not None:
                     out.append(item.message)
-                    if item.message.role == "user":
-                        open_id = None
             warnings.extend(self.item_warnings.get(node.uuid, ()))
         messages = [entry.build() if isinstance(entry, _AssistantBuilder) else entry for entry in out]
         return messages, _unique(warnings)
+
+    def _result_message(self, call_id: str) -> Message | None:
+        node = self.result_nodes.get(call_id)
+        if node is None:
+            return None
+        return next(
+            (
+                item.message
+                for item in self._items(node)
+                if item.message is not None
+                and item.message.role == "tool"
+                and item.message.tool_call_id == call_id
+            ),
+            None,
+        )
 
     def _items(self, node: _Node) -> tuple[_Item, ...]:
         cached = self.items.get(node.uuid)
@@ -447,25 +504,27 @@ class _Reader:
 
     def _turn(self, members: list[_Node]) -> Turn | None:
         last = members[-1]
-        messages, warnings = self._conversation(last)
-        if not messages or messages[-1].role != "assistant":
-            if last.is_api_error:
-                messages = [
-                    *messages,
-                    Message(role="assistant", content=_plain_text(last.message.get("content"))),
-                ]
-            else:
-                return None
-        if not self.trace:
+        base, segment, segment_warnings = self._conversation(last)
+        warnings = _unique([*base.warnings, *segment_warnings])
+        if last.is_api_error:
+            # The error line adds nothing to later context; it is still the answer of its own (blocked) turn.
+            history = segment
+            answer = Message(role="assistant", content=_plain_text(last.message.get("content")))
+        elif segment and segment[-1].role == "assistant":
+            history, answer = segment[:-1], segment[-1]
+        else:
+            return None
+        if self.trace:
+            messages = [*base.messages, *history, answer]
+        else:
             # The plain view: user text and final text replies before; the reply's text alone as the answer.
-            answer = messages[-1]
             if not last.is_api_error:
                 builder = _AssistantBuilder()
                 for node in members:
                     self._add_blocks(builder, node, [])
                 builder.tool_calls = []
                 answer = builder.build()
-            messages = [*_text_turns(messages[:-1]), answer]
+            messages = [*base.plain, *_text_turns(history), answer]
         return Turn(
             line=self._span_start(members),
             end_line=last.line,
@@ -494,7 +553,7 @@ class _Reader:
         current = members[0].parent
         while current is not None and current not in seen:
             node = self.nodes.get(current)
-            if node is None or (node.uuid not in member_ids and node.uuid in self.turn_last_line):
+            if node is None or (node.uuid not in member_ids and node.uuid in self.turn_nodes):
                 break
             seen.add(current)
             start = min(start, node.line)

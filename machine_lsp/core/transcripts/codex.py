@@ -1,7 +1,8 @@
 """Codex CLI rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl`).
 
-Checked against rollouts written by Codex 0.171.0 (`@openai/codex`, run for real in tests/capture) and public
-rollouts of 0.2x-0.4x, including the older unwrapped format (tests/fixtures/codex/README.md).
+Checked against rollouts written by Codex 0.171.0 (`@openai/codex`, run for real in tests/capture: text, a shell
+call, reasoning, auto-compaction) and a public rollout of 0.40.0 (tests/fixtures/codex/README.md). The older unwrapped
+format (before `payload`, 0.2x-0.3x) is read from its documented shape only. Rules and versions: docs/CAPTURE.md.
 
 Lines are `{"timestamp", "type", "payload"}`: `session_meta` (session id, cwd, provider), `turn_context` (model),
 `response_item` (the items Codex sends back to the model: `message`, `reasoning`, `function_call` /
@@ -43,7 +44,7 @@ from machine_lsp.core.schema import (
 from machine_lsp.core.transcripts.base import SNIFF_LINES, Turn, TurnList, json_objects
 
 HARNESS = "codex"
-CHECKED_VERSIONS = "0.171.0 (run in tests); public rollouts of 0.2x-0.4x"
+CHECKED_VERSIONS = "0.171.0 (run in tests), 0.40.0 (public rollout)"
 _LINE_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
 _ITEM_TYPES = {
     "message",
@@ -122,6 +123,9 @@ class _Reader:
         self.thinking = thinking
         self.result = TurnList()
         self.history: list[Message] = []
+        self.plain: list[
+            Message
+        ] = []  # the plain-tag view of `history`, kept alongside (no refiltering per turn)
         self.warnings: list[str] = []
         self.open: _Open | None = None
         self.session_id: str | None = None
@@ -195,6 +199,8 @@ class _Reader:
 
     def _input(self, message: Message, *, real_input: bool) -> None:
         self.history.append(message)
+        if message.role == "user":
+            self.plain.append(message)
         if real_input:
             self.turn_since_input = None
 
@@ -246,7 +252,7 @@ class _Reader:
             return
         self.open = None
         message = current.build()
-        before = list(self.history)
+        before = self.history[:]
         self.history.append(message)
         is_turn = self.trace or not message.tool_calls
         if not is_turn:
@@ -254,7 +260,9 @@ class _Reader:
         if self.trace:
             messages = [*before, message]
         else:
-            messages = [*_text_turns(before), message]
+            messages = [*self.plain, message]
+        if _text_turns([message]):
+            self.plain.append(message)
         blocked = None
         if not current.has_text and not message.tool_calls:
             blocked = "the reply is empty: nothing to train on"
@@ -307,9 +315,11 @@ class _Reader:
                 if isinstance(item, dict):
                     self._item(item, line)
             self._close_without_turn(saved_turns)
+            self.plain = _text_turns(self.history)
             return
         kept = [message for message in self.history if message.role == "user"]
         self.history = [*kept, Message(role="user", content=summary)] if summary else kept
+        self.plain = _text_turns(self.history)
 
     def _close_without_turn(self, turn_count: int) -> None:
         """Replacement history may end in an assistant message: it is context, not a new turn."""
