@@ -9,7 +9,10 @@ Config (FACTS.md): a provider in `opencode.json` with a `baseURL`; on its first 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 from agents import MODEL, AgentRun
@@ -86,3 +89,38 @@ class OpenCodeRun(AgentRun):
             raise AssertionError(f"opencode export exited {done.returncode}: {done.stderr[-2000:]}")
         out.write_text(done.stdout)
         return out
+
+    def compact(self, session_id: str) -> None:
+        """Compact the session as the TUI's /compact does: `opencode serve`, then POST /session/<id>/summarize."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = subprocess.Popen(
+            [str(self.executable), "serve", "--port", str(port), "--hostname", "127.0.0.1"],
+            cwd=self.project,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    urllib.request.urlopen(f"{base}/session", timeout=2).read()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or server.poll() is not None:
+                        raise AssertionError("opencode serve did not come up") from None
+                    time.sleep(0.3)
+            body = json.dumps({"providerID": PROVIDER, "modelID": MODEL}).encode()
+            request = urllib.request.Request(
+                f"{base}/session/{session_id}/summarize",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            )
+            assert urllib.request.urlopen(request, timeout=120).read() == b"true"
+        finally:
+            server.terminate()
+            server.wait(15)

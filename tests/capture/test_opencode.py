@@ -165,6 +165,33 @@ def test_tag_the_last_opencode_turn_from_the_cli(
     capsys.readouterr()
 
 
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OpenCodeRun, list[dict[str, Any]]]]:
+    _require("opencode")
+    with ModelEndpoint() as served:
+        run = OpenCodeRun("opencode", tmp_path_factory.mktemp("opencode-compact"), served)
+        run.run(TEXT_PROMPT)
+        run.run(TOOL_PROMPT, resume=True)
+        run.compact(db_sessions(run.database)[0].id)
+        run.run("Say goodbye in three words.", resume=True)
+        yield run, [r.body for r in served.requests if r.api == "chat"]
+
+
+def test_after_a_real_compaction_the_context_is_what_opencode_sent(
+    compacted: tuple[OpenCodeRun, list[dict[str, Any]]],
+) -> None:
+    run, bodies = compacted
+    conversations = agent_requests(bodies)
+    traced = load_turns(run.database, trace=True)
+    # The summary is not a turn (OpenCode asked for it with a prompt the log does not keep): 4 turns, 4 agent calls.
+    assert len(traced) == len(conversations) == 4
+    for turn, request in zip(traced, conversations, strict=True):
+        assert [read(m) for m in turn.messages[:-1]] == [sent(m) for m in request]
+    last = turn_at(load_turns(run.database), None)
+    assert [text_of(m) for m in last.messages][0] == "What did we do so far?"
+    assert [m.role for m in last.messages] == ["user", "assistant", "user", "assistant"]
+
+
 # -- from the stored real run (no agent needed) ------------------------------------------------------------------
 
 

@@ -13,7 +13,8 @@ The conversation is rebuilt as OpenCode's `MessageV2.toModelMessages` hands it t
   execution was interrupted]" for a call that never finished, "[Old tool result content cleared]" for a result
   OpenCode cleared; reasoning only with `--thinking`.
 - compaction (`MessageV2.filterCompacted`): after a finished summary (an assistant message with `summary`), the
-  context starts at the user message that asked for it, then the summary (and the kept tail, if it names one).
+  context starts at the user message that asked for it, then the summary (and the kept tail, if it names one). The
+  summary itself is not a turn: OpenCode asked for it with its own prompt, which the log does not keep.
 
 Turns: each assistant step with `--trace`; without it, each step that does not end in tool calls (the final reply
 of an exchange), in a conversation of user texts and final replies. A turn's line is where its message's id is
@@ -308,7 +309,9 @@ class _Reader:
                 failed = info.get("error") is not None and not _aborted_with_output(info, parts)
                 for step_index, step in enumerate(steps):
                     answer, tool_messages, step_warnings = self._assistant(step, message_id)
-                    if self.trace or not step.tools:  # plain: a step that calls tools is not a final reply
+                    # Plain: a step that calls tools is not a final reply. A compaction summary is not a turn: OpenCode
+                    # asked for it with a prompt of its own that the log does not keep.
+                    if (self.trace or not step.tools) and not info.get("summary"):
                         ordinal += 1
                         line = ordinal if line_of is None else line_of(index, message_id)
                         turn_messages = context.then([answer])
