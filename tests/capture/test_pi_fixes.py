@@ -245,3 +245,33 @@ def test_a_half_written_last_line_is_skipped_with_a_note(tmp_path: Path) -> None
     turns = load_turns(path)
     assert turns.problems == [] and "half-written last line" in turns.notes[0]
     assert text_of(turn_at(turns, None).messages[-1]) == "a"
+
+
+def test_a_letta_compaction_uses_the_summary_message_letta_stored(tmp_path: Path) -> None:
+    # The shape Letta Code 0.32.18 writes (appendConversationSessionCompactionEntry): the summary message it puts
+    # in context rides on the compaction entry. Not yet seen in a real run (it needs context pressure).
+    summary_message = {
+        "role": "user",
+        "id": "letta-msg-9",
+        "content": [{"type": "text", "text": "(summary) X"}],
+    }
+    first = {"role": "user", "id": "letta-msg-1", "content": "old"}
+    path = write_log(
+        tmp_path / "messages.jsonl",
+        LETTA_HEADER,
+        {"type": "message", "id": "e1", "parentId": None, "timestamp": "t", "message": first},
+        reply("old answer", id="e2", parentId="e1"),
+        {
+            "type": "compaction",
+            "id": "e3",
+            "parentId": "e2",
+            "timestamp": "t",
+            "summary": "X",
+            "firstKeptEntryId": None,
+            "tokensBefore": 10,
+            "message": summary_message,
+        },  # fmt: skip
+        user("new", id="e4", parentId="e3"),
+        reply("new answer", id="e5", parentId="e4"),
+    )
+    assert texts(turn_at(load_turns(path), None)) == ["(summary) X", "new", "new answer"]

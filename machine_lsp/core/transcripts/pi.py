@@ -301,6 +301,14 @@ class _SessionReader:
         summary = compaction.data.get("summary")
         messages: list[Message] = [_compaction_summary(summary if isinstance(summary, str) else "")]
         warnings: list[str] = []
+        letta_summary = compaction.data.get("message")
+        if self.letta and isinstance(letta_summary, dict):
+            # Letta Code stores the summary message it puts in context with the compaction entry: use it as is.
+            as_entry = _Entry(
+                compaction.id, None, compaction.line, {"type": "message", "message": letta_summary}
+            )
+            converted = self._convert_uncached(as_entry)
+            messages, warnings = list(converted.messages), list(converted.warnings)
         for entry in reversed(kept):
             if entry.type == "compaction":
                 continue
