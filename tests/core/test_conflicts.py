@@ -92,3 +92,15 @@ def test_no_conflicts_says_so(project: Path, capsys: pytest.CaptureFixture[str])
     assert run(capsys, "good", "--from", f"{CHAT}:1")[0] == 0  # a duplicate is not a contradiction
     code, out, _ = run(capsys, "tagged", "--conflicts")
     assert code == 0 and "No contradictions" in out
+
+
+def test_every_reader_of_good_rows_uses_the_last_tag(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # export_sft also feeds training and `train validate` of the store: a turn whose last tag is bad never trains.
+    from machine_lsp.core.export import export_pairs, export_sft
+
+    assert run(capsys, "good", "--from", f"{CHAT}:1")[0] == 0
+    assert run(capsys, "bad", "--from", f"{CHAT}:1")[0] == 0
+    records = Store.open().records()
+    assert export_sft(records) == [] and export_pairs(records) == []
