@@ -28,6 +28,7 @@ from model_endpoint import ModelEndpoint  # noqa: E402
 from machine_lsp.cli.main import main  # noqa: E402
 
 TEXT_PROMPT = "Say hello in five words."
+PROJECT_INSTRUCTIONS = "Project rule: answer in plain words."
 TOOL_PROMPT = "Please run `echo hi` in the shell and tell me what it printed."
 SUBAGENT_PROMPT = "Please use a subagent to greet me."
 PARALLEL_PROMPT = "Please run `echo hi twice` in parallel."
@@ -82,6 +83,9 @@ def _two_prompt_session(name: str, tmp_path_factory: pytest.TempPathFactory) -> 
     _require(name)
     with ModelEndpoint() as served:
         run = AgentRun(name, tmp_path_factory.mktemp(name), served)
+        # Project instructions the harness injects into the context (never a user turn in a tag).
+        for instructions in ("AGENTS.md", "CLAUDE.md"):
+            (run.project / instructions).write_text(PROJECT_INSTRUCTIONS)
         run.run(TEXT_PROMPT)
         run.run(TOOL_PROMPT, resume=True)
         logs = run.logs()

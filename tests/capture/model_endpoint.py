@@ -515,7 +515,10 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
         def _anthropic(self, body: dict[str, Any], reply: Reply) -> None:
             message_id = f"msg_{reply.response_id}"
             model = body.get("model", endpoint.model)
-            blocks: list[dict[str, Any]] = []
+            # A thinking block first, as extended-thinking models send it (text plus an opaque signature).
+            blocks: list[dict[str, Any]] = [
+                {"type": "thinking", "thinking": REASONING_SUMMARY, "signature": ENCRYPTED_REASONING}
+            ]
             if reply.text:
                 blocks.append({"type": "text", "text": reply.text})
             for call_id, name, arguments in reply.calls():
@@ -559,6 +562,30 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                 if block["type"] == "text":
                     start = {"type": "text", "text": ""}
                     delta = {"type": "text_delta", "text": block["text"]}
+                elif block["type"] == "thinking":
+                    start = {"type": "thinking", "thinking": "", "signature": ""}
+                    delta = {"type": "thinking_delta", "thinking": block["thinking"]}
+                    events.append(
+                        (
+                            "content_block_start",
+                            {"type": "content_block_start", "index": index, "content_block": start},
+                        )
+                    )
+                    events.append(
+                        (
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": delta},
+                        )
+                    )
+                    signature = {"type": "signature_delta", "signature": block["signature"]}
+                    events.append(
+                        (
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": signature},
+                        )
+                    )
+                    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+                    continue
                 else:
                     start = {**block, "input": {}}
                     delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}

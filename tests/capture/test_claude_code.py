@@ -10,6 +10,7 @@ from compare import record_conversation, sent_conversation, text_turns
 from conftest import (
     AFTER_COMPACT_PROMPT,
     PARALLEL_PROMPT,
+    PROJECT_INSTRUCTIONS,
     TEXT_PROMPT,
     TOOL_PROMPT,
     AgentSession,
@@ -17,6 +18,7 @@ from conftest import (
     json_lines,
     line_where,
 )
+from model_endpoint import ENCRYPTED_REASONING, REASONING_SUMMARY
 
 from machine_lsp.core.transcripts import load_turns, turn_at
 
@@ -76,6 +78,9 @@ def test_trace_tag_of_the_tool_turn_is_the_whole_trajectory_sent(
     # Injected context (environment, date, reminders) is kept as system messages, never as user turns.
     users = [m["content"] for m in record["messages"] if m["role"] == "user"]
     assert users == [TEXT_PROMPT, TOOL_PROMPT]
+    # The project's CLAUDE.md, which Claude Code sends inside a reminder, is kept as system context only.
+    assert PROJECT_INSTRUCTIONS in json.dumps(final.body["messages"])
+    assert any(m["role"] == "system" and PROJECT_INSTRUCTIONS in m["content"] for m in record["messages"])
     assert any(m["role"] == "system" and "<system-reminder>" in m["content"] for m in record["messages"])
 
 
@@ -93,6 +98,7 @@ def test_plain_tag_of_the_tool_turn_keeps_text_turns_only(
     [record] = cli.records()
     assert record["messages"] == text_turns(sent_conversation(final))
     assert record["messages"][-1] == {"role": "assistant", "content": "The command printed: hi"}
+    assert PROJECT_INSTRUCTIONS not in json.dumps(record["messages"])
 
 
 def test_one_message_id_over_two_lines_is_one_message(claude_code_session: AgentSession, cli: Cli) -> None:
@@ -188,14 +194,16 @@ def test_after_compaction_the_summary_starts_the_context(
     log = claude_code_more_session.log
     objects = json_lines(log)
     assert any(o.get("subtype") == "compact_boundary" for o in objects)
-    final = [
-        r
-        for r in claude_code_more_session.endpoint.model_requests("anthropic")
-        if r.reply and AFTER_COMPACT_PROMPT in json.dumps(r.body["messages"][-2:])
-    ][-1]
     code, _, err = cli("good", "--trace", "--from", str(log))  # no line: the last turn
     assert code == 0, err
     [record] = cli.records()
+    # The request that got this answer (the endpoint numbers its replies, so the text is unique).
+    final = next(
+        r
+        for r in claude_code_more_session.endpoint.model_requests("anthropic")
+        if r.reply and r.reply.text == record["messages"][-1]["content"]
+    )
+    assert AFTER_COMPACT_PROMPT in json.dumps(final.body["messages"][-2:])
     assert record_conversation(record["messages"]) == sent_conversation(final)
     summary = next(o for o in objects if o.get("isCompactSummary"))
     assert record["messages"][0] == {"role": "user", "content": summary["message"]["content"]}
@@ -252,3 +260,16 @@ def test_an_interrupted_or_failed_reply_cannot_be_tagged_good(
     assert code == 1 and "interrupted" in err
     code, _, err = cli("bad", "--from", f"{path}:{final + 1}")
     assert code == 0, err
+
+
+def test_thinking_only_with_thinking_and_never_the_signature(claude_code_session: AgentSession) -> None:
+    log = claude_code_session.log
+    assert REASONING_SUMMARY in log.read_text() and ENCRYPTED_REASONING in log.read_text()
+    plain = turn_at(load_turns(log), None)
+    assert plain.messages[-1].content == "The command printed: hi"
+    thinking = turn_at(load_turns(log, thinking=True), None)
+    parts = thinking.messages[-1].content
+    assert [type(p).__name__ for p in parts] == ["ThinkingPart", "TextPart"]
+    assert parts[0].thinking == REASONING_SUMMARY
+    for turn in load_turns(log, trace=True, thinking=True):
+        assert ENCRYPTED_REASONING not in json.dumps([str(m.content) for m in turn.messages])

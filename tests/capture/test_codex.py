@@ -7,7 +7,16 @@ import shutil
 from pathlib import Path
 
 from compare import record_conversation, sent_conversation, text_turns
-from conftest import AFTER_COMPACT_PROMPT, TEXT_PROMPT, TOOL_PROMPT, AgentSession, Cli, json_lines, line_where
+from conftest import (
+    AFTER_COMPACT_PROMPT,
+    PROJECT_INSTRUCTIONS,
+    TEXT_PROMPT,
+    TOOL_PROMPT,
+    AgentSession,
+    Cli,
+    json_lines,
+    line_where,
+)
 from model_endpoint import ENCRYPTED_REASONING, REASONING_SUMMARY
 
 from machine_lsp.core.transcripts import load_turns, turn_at
@@ -66,6 +75,7 @@ def test_trace_tag_of_the_tool_turn_is_the_whole_trajectory_sent(
         or (item.get("role") == "user" and "<environment_context>" in json.dumps(item))
     ]
     assert systems == sent_developer
+    assert any(PROJECT_INSTRUCTIONS in text for text in systems)
     assert [m["content"] for m in record["messages"] if m["role"] == "user"] == [TEXT_PROMPT, TOOL_PROMPT]
 
 
@@ -78,6 +88,9 @@ def test_plain_tag_drops_injected_context_and_tool_steps(codex_session: AgentSes
     [record] = cli.records()
     assert record["messages"] == text_turns(sent_conversation(final))
     assert not any("<environment_context>" in m["content"] for m in record["messages"])
+    # The project's AGENTS.md, which Codex sends as user-role input, is injected context: not a user turn.
+    assert PROJECT_INSTRUCTIONS in json.dumps(final.body["input"])
+    assert PROJECT_INSTRUCTIONS not in json.dumps(record["messages"])
 
 
 def test_event_msg_copies_are_not_counted_twice(codex_session: AgentSession) -> None:

@@ -122,3 +122,60 @@ def test_claude_code_log_starting_with_bookkeeping_lines_is_recognised(tmp_path:
     path.write_text("".join(json.dumps(line) + "\n" for line in top) + body)
     turns = load_turns(path)
     assert turns.adapter == "claude_code" and len(turns) == 2 and turns[0].line > 2
+
+
+def test_codex_turn_abort_blocks_the_reply_before_it(tmp_path: Path) -> None:
+    """The stored real rollout, then the abort event Codex writes when the user interrupts."""
+    path = tmp_path / "rollout-aborted.jsonl"
+    abort = {
+        "timestamp": "2026-11-30T18:00:00.000Z",
+        "type": "event_msg",
+        "payload": {"type": "turn_aborted"},
+    }
+    path.write_text(CODEX_ECHO.read_text() + json.dumps(abort) + "\n")
+    last = turn_at(load_turns(path), None)
+    assert last.tags_blocked and "aborted" in last.tags_blocked
+    assert turn_at(load_turns(CODEX_ECHO), None).tags_blocked is None
+
+
+def test_codex_custom_and_local_shell_calls_pair_by_call_id(tmp_path: Path) -> None:
+    """The stored real rollout with its function call rewritten as the other two call kinds Codex logs."""
+    lines = [json.loads(line) for line in CODEX_ECHO.read_text().splitlines()]
+    for kind in ("custom_tool_call", "local_shell_call"):
+        rewritten = []
+        for obj in lines:
+            payload = obj.get("payload", {})
+            if obj["type"] == "response_item" and payload.get("type") == "function_call":
+                call = {"type": kind, "call_id": payload["call_id"], "status": "completed"}
+                if kind == "custom_tool_call":
+                    call |= {"name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"}
+                else:
+                    call |= {"action": {"type": "exec", "command": ["bash", "-lc", "echo hi"]}}
+                obj = {**obj, "payload": call}
+            elif obj["type"] == "response_item" and payload.get("type") == "function_call_output":
+                out_kind = "custom_tool_call_output" if kind == "custom_tool_call" else "function_call_output"
+                obj = {**obj, "payload": {**payload, "type": out_kind}}
+            rewritten.append(obj)
+        path = tmp_path / f"{kind}.jsonl"
+        path.write_text("".join(json.dumps(obj) + "\n" for obj in rewritten))
+        last = turn_at(load_turns(path, trace=True), None)
+        call_message = next(m for m in last.messages if m.tool_calls)
+        tool = next(m for m in last.messages if m.role == "tool")
+        assert tool.tool_call_id == call_message.tool_calls[0].id
+        expected = "apply_patch" if kind == "custom_tool_call" else "local_shell"
+        assert call_message.tool_calls[0].function.name == expected == tool.name
+        json.loads(call_message.tool_calls[0].function.arguments)  # arguments stay JSON text
+
+
+def test_a_big_unchanged_buffer_is_read_once_and_an_edit_is_read_again() -> None:
+    body = CLAUDE_ECHO.read_text()
+    text = body * (
+        1_000_000 // len(body) + 1
+    )  # over the 1 MB threshold (repeated lines: same uuids, same turns)
+    uri = "file:///editor/session.jsonl"
+    first = load_turns(text, uri)
+    assert load_turns(text, uri) is first
+    assert load_turns(text, uri, trace=True) is not first
+    edited = text.replace("The command printed: hi", "The command printed: HI")
+    assert turn_at(load_turns(edited, uri), None).messages[-1].content == "The command printed: HI"
+    assert load_turns(text, "file:///editor/other.jsonl") is not first

@@ -79,7 +79,7 @@ def test_responses_stream_events(endpoint: ModelEndpoint) -> None:
     assert done["content"][0]["text"] == "The command printed: hi"
 
 
-def test_anthropic_messages_stream_one_message_two_blocks(endpoint: ModelEndpoint) -> None:
+def test_anthropic_messages_stream_one_message_three_blocks(endpoint: ModelEndpoint) -> None:
     tool = {
         "name": "Bash",
         "input_schema": {"properties": {"command": {"type": "string"}, "description": {}}},
@@ -92,7 +92,7 @@ def test_anthropic_messages_stream_one_message_two_blocks(endpoint: ModelEndpoin
     _, text = post(endpoint, "/v1/messages?beta=true", body)
     events = sse_data(text)
     starts = [e["content_block"]["type"] for e in events if e["type"] == "content_block_start"]
-    assert starts == ["text", "tool_use"]
+    assert starts == ["thinking", "text", "tool_use"]
     assert events[-2]["delta"]["stop_reason"] == "tool_use"
     assert endpoint.replies()[-1].text == TOOL_TEXT
 

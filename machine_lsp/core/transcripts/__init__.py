@@ -103,6 +103,31 @@ def load_turns(
     else:
         text = path_or_text.removeprefix("\ufeff")
         uri = uri or "untitled:"
+        cached = _last_big_text
+        if (
+            cached is not None
+            and cached[0] == (uri, trace, thinking)
+            and (cached[1] is text or cached[1] == text)
+        ):
+            return cached[2]  # the same editor buffer again (hover, then a tag action): do not reread it
+    turns = _load(text, uri, trace=trace, thinking=thinking)
+    if not isinstance(path_or_text, Path):
+        _remember(text, uri, trace, thinking, turns)
+    return turns
+
+
+# One big editor buffer's turns, kept between calls: an editor asks about the same unchanged buffer again and again
+# (hover on a line, then the tag action on it), and rebuilding a 50 MB log's turns takes seconds.
+_BIG_TEXT = 1_000_000
+_last_big_text: tuple[tuple[str, bool, bool], str, TurnList] | None = None
+
+
+def _remember(text: str, uri: str, trace: bool, thinking: bool, turns: TurnList) -> None:
+    global _last_big_text
+    _last_big_text = ((uri, trace, thinking), text, turns) if len(text) >= _BIG_TEXT else None
+
+
+def _load(text: str, uri: str, *, trace: bool, thinking: bool) -> TurnList:
     head = _head_lines(text)
     adapter = pick_adapter(head)
     unknown = None if adapter is not None else _unknown_format(head, uri)
@@ -120,16 +145,6 @@ def load_turns(
         turns.adapter or adapter_name
     )  # an adapter may name what it found (Letta's log in Pi's format)
     return turns
-
-
-# Text that shows a session log line holds a tool call (Pi, Claude Code, Codex): a cheap test for editors.
-TOOL_CALL_MARKERS = (
-    '"toolCall"',
-    '"tool_use"',
-    '"function_call"',
-    '"custom_tool_call"',
-    '"local_shell_call"',
-)
 
 
 def is_harness_log(first_lines: list[str] | str) -> bool:

@@ -86,7 +86,8 @@ def looks_like_claude_code(obj: Any) -> bool:
         return "leafUuid" in obj
     if kind == "file-history-snapshot":
         return "messageId" in obj and "snapshot" in obj
-    return kind in _BOOKKEEPING_TYPES and "sessionId" in obj
+    # Bookkeeping lines come and go between versions; they all name the session.
+    return (kind in _BOOKKEEPING_TYPES or "messages" not in obj) and isinstance(obj.get("sessionId"), str)
 
 
 class ClaudeCodeAdapter:
@@ -337,6 +338,8 @@ class _Reader:
                 continue
             for item in self._items(node):
                 if item.kind == "assistant" and item.node is not None:
+                    if item.node.message_id in done_groups:
+                        continue  # (lines a compaction preserved come through the summary line, grouped too)
                     builder = _AssistantBuilder()
                     members = self.groups.get(item.node.message_id or "", [item.node])
                     for member in members:
