@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOOL_PROMPT, _require
+from harness_runs import TOOL_PROMPT, require
 from letta_run import LettaRun
 from model_endpoint import ModelEndpoint
 
@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "letta"
 
 @pytest.fixture(scope="module")
 def letta_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LettaRun, list[dict[str, Any]]]]:
-    _require("letta-code")
+    require("letta-code")
     with ModelEndpoint() as served:
         run = LettaRun("letta-code", tmp_path_factory.mktemp("letta"), served)
         run.run(TOOL_PROMPT)

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import TEXT_PROMPT, TOOL_PROMPT, _require
+from harness_runs import TEXT_PROMPT, TOOL_PROMPT, require
 from model_endpoint import ModelEndpoint
 from opencode_run import OpenCodeRun
 
@@ -40,7 +40,7 @@ class OpenCodeSession(msgspec.Struct):
 
 @pytest.fixture(scope="module")
 def opencode_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenCodeSession]:
-    _require("opencode")
+    require("opencode")
     with ModelEndpoint() as served:
         root = tmp_path_factory.mktemp("opencode")
         run = OpenCodeRun("opencode", root, served)
@@ -167,7 +167,7 @@ def test_tag_the_last_opencode_turn_from_the_cli(
 
 @pytest.fixture(scope="module")
 def compacted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[OpenCodeRun, list[dict[str, Any]]]]:
-    _require("opencode")
+    require("opencode")
     with ModelEndpoint() as served:
         run = OpenCodeRun("opencode", tmp_path_factory.mktemp("opencode-compact"), served)
         run.run(TEXT_PROMPT)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import TEXT_PROMPT, TOOL_PROMPT, AgentSession
+from harness_runs import TEXT_PROMPT, TOOL_PROMPT
 
 from machine_lsp.core.schema import Message, text_of
 from machine_lsp.core.transcripts import load_turns, turn_at
@@ -32,7 +32,7 @@ def read(message: Message) -> tuple:
     return (message.role, text_of(message), calls, message.tool_call_id)
 
 
-def test_pi_log_turns_are_what_pi_sent(pi_session: AgentSession) -> None:
+def test_pi_log_turns_are_what_pi_sent(pi_session) -> None:  # the shared fixture (conftest.py)
     calls = [r for r in pi_session.endpoint.model_requests("chat") if r.body.get("tools")]
     traced = load_turns(pi_session.log, trace=True)
     assert traced.adapter == "pi" and traced.problems == []
