@@ -10,11 +10,9 @@ missing agent fails: the suite must produce its logs with the real agents there.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,17 +20,18 @@ import pytest
 # pytest runs with --import-mode=importlib (tests/ is not a package): make the helpers importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from agents import AgentMissing, AgentRun  # noqa: E402
+from capture_agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
+from capture_helpers import (  # noqa: E402
+    AFTER_COMPACT_PROMPT,
+    PARALLEL_PROMPT,
+    PROJECT_INSTRUCTIONS,
+    SUBAGENT_PROMPT,
+    TEXT_PROMPT,
+    TOOL_PROMPT,
+    AgentSession,
+    Cli,
+)
 from model_endpoint import ModelEndpoint  # noqa: E402
-
-from machine_lsp.cli.main import main  # noqa: E402
-
-TEXT_PROMPT = "Say hello in five words."
-PROJECT_INSTRUCTIONS = "Project rule: answer in plain words."
-TOOL_PROMPT = "Please run `echo hi` in the shell and tell me what it printed."
-SUBAGENT_PROMPT = "Please use a subagent to greet me."
-PARALLEL_PROMPT = "Please run `echo hi twice` in parallel."
-AFTER_COMPACT_PROMPT = "What did we do?"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,8 +43,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _require(name: str) -> None:
     try:
-        from agents import agent_executable
-
         agent_executable(name)
     except AgentMissing as exc:
         if os.environ.get("CI", "").lower() in ("true", "1"):
@@ -68,15 +65,6 @@ def agent_run(tmp_path: Path, endpoint: ModelEndpoint) -> Callable[[str], AgentR
         return AgentRun(name, tmp_path / name, endpoint)
 
     return make
-
-
-@dataclass
-class AgentSession:
-    """A session an agent wrote: a text answer then a turn with a real `echo hi` tool call."""
-
-    run: AgentRun
-    endpoint: ModelEndpoint
-    log: Path
 
 
 def _two_prompt_session(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSession]:
@@ -123,35 +111,6 @@ def claude_code_more_session(tmp_path_factory: pytest.TempPathFactory) -> Iterat
         logs = run.logs()
         assert len(logs) == 1, logs
         yield AgentSession(run, served, logs[0])
-
-
-def json_lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def line_where(path: Path, predicate: Callable[[dict], bool]) -> int:
-    """1-based number of the first line whose JSON object satisfies `predicate`."""
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if line.strip() and predicate(json.loads(line)):
-            return number
-    raise AssertionError(f"no line of {path} matches")
-
-
-@dataclass
-class Cli:
-    """`machine ...` in-process against a store of its own; `records()` reads what was stored."""
-
-    home: Path
-    capsys: pytest.CaptureFixture[str]
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        code = main(list(argv))
-        captured = self.capsys.readouterr()
-        return code, captured.out, captured.err
-
-    def records(self) -> list[dict]:
-        path = self.home / "tagged.jsonl"
-        return json_lines(path) if path.exists() else []
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
-from compare import record_conversation, sent_conversation, text_turns
-from conftest import (
+from capture_compare import record_conversation, sent_conversation, text_turns
+from capture_helpers import (
     AFTER_COMPACT_PROMPT,
     PARALLEL_PROMPT,
     PROJECT_INSTRUCTIONS,

@@ -6,7 +6,7 @@ import json
 import urllib.request
 
 import pytest
-from conftest import TEXT_PROMPT, TOOL_PROMPT, AgentSession
+from capture_helpers import TEXT_PROMPT, TOOL_PROMPT, AgentSession
 from model_endpoint import TOOL_TEXT, ModelEndpoint
 
 

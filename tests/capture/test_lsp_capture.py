@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest_lsp
-from compare import record_conversation, sent_conversation, text_turns
-from conftest import AgentSession
+from capture_compare import record_conversation, sent_conversation, text_turns
+from capture_helpers import AgentSession
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
 
