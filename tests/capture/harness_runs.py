@@ -1,18 +1,15 @@
-"""What this helper's capture tests share (OpenCode, Letta Code, sessions, Pi), importable under a unique name.
-
-(`from conftest import ...` resolves to tests/lsp/conftest.py when the whole suite is collected, since tests/lsp is
-on pytest's pythonpath; these tests import from here instead.)
-"""
+"""What the OpenCode, Letta Code, sessions and Pi capture tests share, under a unique module name (`conftest`
+resolves to tests/lsp/conftest.py when the whole suite is collected)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
-from agents import AgentMissing, agent_executable
+from capture_agents import AgentMissing, agent_executable
+from capture_helpers import TEXT_PROMPT, TOOL_PROMPT
 
-TEXT_PROMPT = "Say hello in five words."
-TOOL_PROMPT = "Please run `echo hi` in the shell and tell me what it printed."
+__all__ = ["TEXT_PROMPT", "TOOL_PROMPT", "require"]
 
 
 def require(name: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from agents import AgentRun
+from capture_agents import AgentRun
 
 
 class LettaRun(AgentRun):

@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from agents import MODEL, AgentRun
+from capture_agents import MODEL, AgentRun
 
 PROVIDER = "local"
 

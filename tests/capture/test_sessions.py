@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from agents import AgentMissing, AgentRun, agent_executable
+from capture_agents import AgentMissing, AgentRun, agent_executable
 from harness_runs import TEXT_PROMPT
 from model_endpoint import ModelEndpoint
 from opencode_run import OpenCodeRun
