@@ -45,7 +45,7 @@ fi
 for name in "${names[@]}"; do
   spec="$HERE/agents/$name.sh"
   [ -f "$spec" ] || { log "no such agent spec: $spec"; exit 2; }
-  PACKAGE=""; VERSION=""; BIN=""
+  PACKAGE=""; VERSION=""; BIN=""; unset -f install_agent
   # shellcheck disable=SC1090
   source "$spec"
   prefix="$AGENTS/$name"
@@ -58,8 +58,10 @@ for name in "${names[@]}"; do
       export PATH="$SHIMS:$PATH"
       export npm_config_nodedir="$NODE_HOME"
       export npm_config_cache="$TOOLS/npm-cache"
+      if declare -F install_agent >/dev/null; then install_agent; else  # a spec may install its own way
       "$NODE_BIN" "$NPM_CLI" install --global --prefix "$prefix" --no-audit --no-fund --loglevel=error \
         "$PACKAGE@$VERSION"
+      fi
     )
     seconds=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$start" "$(date +%s.%N)")
     size=$(du -sm "$prefix" | cut -f1)

@@ -24,6 +24,7 @@ REGISTRARS = [
     "machine_lsp.cli.tag_commands",  # good, bad, tagged, data, export
     "machine_lsp.cli.validate_command",  # train validate
     "machine_lsp.cli.train_commands",  # train sft|smoke|run|eval ..., jobs
+    "machine_lsp.cli.sessions_command",  # sessions
 ]
 
 

@@ -13,9 +13,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.core.export import export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
+from machine_lsp.core.sessions import resolve_from
 from machine_lsp.core.store import Store, StoreError, describe_os_error
 from machine_lsp.core.tagging import TagRefused, tag
 from machine_lsp.core.transcripts import TranscriptError, load_turns, turn_at
@@ -63,6 +65,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     tagged = sub.add_parser("tagged", help="list the tagged turns")
     tagged.add_argument("--verdict", choices=["good", "bad"], help="only this verdict")
     tagged.add_argument("--json", action="store_true", help="print the records as a JSON array")
+    tagged.add_argument("--conflicts", action="store_true", help="only turns tagged two contradicting ways")
     tagged.set_defaults(func=_tagged_command)
 
     data = sub.add_parser("data", help="where the store is and what it holds")
@@ -82,8 +85,9 @@ def _add_turn_arguments(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="source",
         required=True,
-        metavar="FILE[:LINE]",
-        help="chat JSONL or agent session log; LINE picks the turn (default: the last one)",
+        metavar="FILE[:LINE]|last|SESSION[:TURN]",
+        help="chat JSONL or agent session log (LINE picks the turn, default the last), `last` (the newest agent "
+        "session's last turn) or a session id from `machine sessions` (TURN counts from 1)",
     )
     parser.add_argument("--trace", action="store_true", help="keep the turn's tool calls and results")
     parser.add_argument("--thinking", action="store_true", help="keep the model's thinking (session logs)")
@@ -124,9 +128,10 @@ def _print_store_warnings(store: Store) -> None:
 
 def _tag_command(args: argparse.Namespace, verdict: str) -> int:
     def body() -> int:
-        path, line = parse_source(args.source)
-        turns = load_turns(path, trace=args.trace, thinking=args.thinking)
-        turn = turn_at(turns, line)
+        turn = resolve_from(args.source, Path.cwd(), trace=args.trace, thinking=args.thinking)
+        if turn is None:  # not `last` nor a session id: a file
+            path, line = parse_source(args.source)
+            turn = turn_at(load_turns(path, trace=args.trace, thinking=args.thinking), line)
         store = Store.open()
         try:
             result = tag(
@@ -171,6 +176,8 @@ def _short(text: str, width: int = 80) -> str:
 def _tagged_command(args: argparse.Namespace) -> int:
     def body() -> int:
         store = Store.open()
+        if args.conflicts:
+            return print_conflicts(store, args.json)
         records = [r for r in store.records() if args.verdict is None or r.verdict == args.verdict]
         _print_store_warnings(store)
         if args.json:
@@ -252,7 +259,7 @@ def _data_command(args: argparse.Namespace) -> int:
 def _export_command(args: argparse.Namespace) -> int:
     def body() -> int:
         store = Store.open()
-        records = store.records()
+        records = records_for_export(store.records(), _err())  # the last tag of a turn wins
         _print_store_warnings(store)
         if args.format == "sft":
             lines = [encode(row) for row in export_sft(records)]

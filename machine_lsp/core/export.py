@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from machine_lsp.core.conflicts import resolve
 from machine_lsp.core.schema import Message, TagRecord, TrainingRow, encode, to_cookbook_messages
 
 
@@ -17,7 +18,7 @@ def export_sft(records: Iterable[TagRecord]) -> list[TrainingRow]:
     """
     rows: list[TrainingRow] = []
     seen: set[bytes] = set()
-    for record in records:
+    for record in resolve(records).kept:  # a turn tagged two ways: the last tag wins
         if record.verdict != "good":
             continue
         key = encode(record.messages)
@@ -42,7 +43,7 @@ def export_pairs(records: Iterable[TagRecord]) -> list[dict[str, Any]]:
     chosen: dict[bytes, list[Message]] = {}
     rejected: dict[bytes, list[Message]] = {}
     prompts: dict[bytes, list[Message]] = {}
-    for record in records:
+    for record in resolve(records).kept:  # the last tag of a turn wins
         if not record.messages or record.messages[-1].role != "assistant":
             continue
         prompt, answer = _answer_of(record)

@@ -27,7 +27,8 @@ from machine_lsp.core.transcripts.base import (
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
 from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
 from machine_lsp.core.transcripts.codex import CodexAdapter
-from machine_lsp.core.transcripts.pi import PiSessionAdapter
+from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter, is_opencode_db, load_db_turns
+from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
 
 __all__ = [
     "ADAPTERS",
@@ -49,9 +50,13 @@ ADAPTERS: list[TranscriptAdapter] = [
     CodexAdapter(),
     ChatJsonlAdapter(),
 ]
+ADAPTERS.insert(0, LettaCodeAdapter())  # Pi's format with a Letta conversation id: before Pi
+ADAPTERS.insert(-1, OpenCodeExportAdapter())  # `opencode export` JSON: before the chat fallback
 SUPPORTED = (
     'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
     "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
+    ", OpenCode (opencode.db, `opencode export` JSON), Letta Code (~/.letta/lc-local-backend/conversations/"
+    "<id>/messages.jsonl)"
 )
 
 
@@ -93,6 +98,8 @@ def load_turns(
     thinking: bool = False,
 ) -> TurnList:
     """The tagged-able turns of a file (a Path) or of its text (a str, e.g. an editor buffer; pass its uri)."""
+    if isinstance(path_or_text, Path) and is_opencode_db(path_or_text):  # SQLite, not text: read it read-only
+        return load_db_turns(path_or_text, trace=trace, thinking=thinking)
     if isinstance(path_or_text, Path):
         uri = uri or path_or_text.absolute().as_uri()
         text = normalize_line_ends(read_text(path_or_text, uri))
@@ -138,7 +145,9 @@ def _load(text: str, uri: str, *, trace: bool, thinking: bool) -> TurnList:
             turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
         adapter_name = adapter.name
     turns.uri = uri
-    turns.adapter = adapter_name
+    turns.adapter = (
+        turns.adapter or adapter_name
+    )  # an adapter may name what it found (Letta's log in Pi's format)
     return turns
 
 

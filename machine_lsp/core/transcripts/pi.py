@@ -6,11 +6,20 @@ before it. The conversation behind an entry is the path root -> entry.
 
 Turns: every assistant entry with `--trace`; without it, every assistant entry that ends an exchange (anything but
 an intermediate `toolUse` stop), since a plain tag is about the final text reply.
+
+The conversation is what Pi itself sends (checked against `@mariozechner/pi-coding-agent` 0.73.1, `buildSessionContext`
+and `convertToLlm`): compaction and branch summaries carry Pi's own `<summary>` wrapper, a `!command` the user ran
+(`bashExecution`) and extension messages (`custom`, `custom_message`) are user messages, a v1 compaction's
+`firstKeptEntryIndex` is mapped the way Pi's v1->v2 migration maps it. Letta Code's local backend writes this same
+format (`~/.letta/lc-local-backend/conversations/<id>/messages.jsonl`): it is read here and named "letta-code".
+
+Cost is linear in the file: each entry's conversation is its parent's plus its own messages, shared (`SharedPath`),
+never copied per turn.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -26,12 +35,23 @@ from machine_lsp.core.schema import (
     ToolFunction,
 )
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line
+from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 
 HARNESS = "pi"
-_SUMMARY_PREFIX = {
-    "compaction": "Summary of the earlier conversation (compacted):\n\n",
-    "branch": "Summary of another branch of this conversation:\n\n",
-}
+LETTA_HARNESS = "letta-code"
+# Pi's own wrappers (pi-coding-agent 0.73.1, core/messages.ts): the summary text the model reads is exactly this.
+COMPACTION_SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+)
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+)
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+# Letta Code prepends harness context to what the user typed; a plain tag keeps only what the user typed.
+_SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
+# Letta Code's local conversation ids (a Pi session id is a UUID).
+_LETTA_SESSION_ID = re.compile(r"^(local-conv-|conv-|default$)")
 
 
 @dataclass
@@ -65,30 +85,54 @@ class _Converted:
 
 
 class _Prefix(NamedTuple):
-    messages: tuple[Message, ...]
-    warnings: tuple[str, ...]
+    """The conversation up to an entry: messages and the warnings about what was dropped, both shared chains."""
+
+    messages: Chunk[Message]
+    warnings: Chunk[str]
 
 
-_EMPTY = _Prefix((), ())
+_EMPTY = _Prefix(EMPTY, EMPTY)
+
+
+def _session_header(first_line: str) -> dict[str, Any] | None:
+    try:
+        obj = msgspec.json.decode(first_line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) and obj.get("type") == "session" else None
+
+
+def is_letta_session_id(value: Any) -> bool:
+    return isinstance(value, str) and bool(_LETTA_SESSION_ID.match(value))
 
 
 class PiSessionAdapter:
     name = "pi"
 
     def sniff(self, first_line: str) -> bool:
-        try:
-            obj = msgspec.json.decode(first_line)
-        except (msgspec.DecodeError, RecursionError):
-            return False
-        return isinstance(obj, dict) and obj.get("type") == "session"
+        return _session_header(first_line) is not None
 
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _SessionReader(text, uri, trace=trace, thinking=thinking).read()
 
 
+class LettaCodeAdapter:
+    """Letta Code's local backend transcripts: Pi's v3 session format, a Letta conversation id in the header."""
+
+    name = LETTA_HARNESS
+
+    def sniff(self, first_line: str) -> bool:
+        header = _session_header(first_line)
+        return header is not None and is_letta_session_id(header.get("id"))
+
+    def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
+        return _SessionReader(text, uri, trace=trace, thinking=thinking, letta=True).read()
+
+
 class _SessionReader:
-    def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
+    def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool, letta: bool = False) -> None:
         self.text = text
+        self.letta = letta
         self.uri = uri
         self.trace = trace
         self.thinking = thinking
@@ -99,6 +143,9 @@ class _SessionReader:
         self.session_id: str | None = None
         self.converted: dict[str, _Converted] = {}
         self.prefixes: dict[str, _Prefix] = {}
+        # v1 compactions name their first kept entry by its index among the file's JSON lines (header = 0).
+        self.entry_at_json_index: dict[int, str] = {}
+        self.v1_first_kept: dict[str, str | None] = {}
 
     # -- parsing ----------------------------------------------------------------------------------------------
 
@@ -107,18 +154,26 @@ class _SessionReader:
         self.result.line_count = len(lines) - (1 if lines and lines[-1] == "" else 0)
         version: int | None = None
         previous_id: str | None = None
+        json_index = -1
         for line_no, raw in enumerate(lines, start=1):
             line_text = raw.removesuffix("\r")
             if not line_text.strip():
                 continue
             try:
                 obj = decode_json_line(line_text, self.uri, line_no)
+                json_index += 1  # Pi counts every line that parses as JSON, whatever its shape
                 if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
                     raise TranscriptError(
                         self.uri, 'expected a Pi entry, a JSON object with a "type"', line_no, 1
                     )
             except TranscriptError as exc:
-                self.result.problems.append(exc)
+                if line_no == len(lines) and "ends before the JSON value does" in exc.message:
+                    # No newline after it and the JSON ends early: the agent is still writing this line.
+                    self.result.notes.append(
+                        f"line {line_no}: skipped a half-written last line (the agent may still be writing the log)"
+                    )
+                else:
+                    self.result.problems.append(exc)
                 continue
             if version is None:
                 if obj["type"] != "session":
@@ -132,6 +187,7 @@ class _SessionReader:
                 version = raw_version if isinstance(raw_version, int) else 1
                 session_id = obj.get("id")
                 self.session_id = session_id if isinstance(session_id, str) else None
+                self.letta = self.letta or is_letta_session_id(session_id)
                 continue
             entry_id = obj.get("id")
             if version >= 2 and isinstance(entry_id, str) and entry_id:
@@ -148,22 +204,30 @@ class _SessionReader:
                 )
             self.entries[entry.id] = entry
             self.order.append(entry)
+            self.entry_at_json_index[json_index] = entry.id
             if entry.parent_id is not None:
                 self.has_children.add(entry.parent_id)
+            if version < 2 and obj["type"] == "compaction":
+                index = obj.get("firstKeptEntryIndex")
+                if isinstance(index, int) and not isinstance(index, bool):
+                    # As Pi's migrateV1ToV2: the entry at that index (the header, or nothing, keeps nothing).
+                    self.v1_first_kept[entry.id] = self.entry_at_json_index.get(index) if index > 0 else None
+            if not self.letta and obj["type"] == "message" and isinstance(entry.message.get("id"), str):
+                self.letta = True  # Pi's messages carry no id; Letta Code's local backend gives each one
             previous_id = entry.id
-        # In file order, parents come before children: each entry's prefix is built from its parent's once, and a
-        # prefix is dropped when the last child has used it, so memory stays near the size of the turns themselves.
-        waiting_children = Counter(entry.parent_id for entry in self.order if entry.parent_id is not None)
+        # In file order parents come before children, so each entry's prefix is its parent's (already built) plus
+        # its own messages: one step per entry, and the turns share their common prefixes.
         for entry in self.order:
             if entry.is_assistant and self._is_turn(entry):
                 self.result.append(self._turn(entry))
-            if waiting_children[entry.id] > 0:
-                self._prefix(entry.id, entry)
-            if entry.parent_id is not None:
-                waiting_children[entry.parent_id] -= 1
-                if waiting_children[entry.parent_id] <= 0:
-                    self.prefixes.pop(entry.parent_id, None)
+            self._prefix(entry.id, entry)
+        if self.letta:
+            self.result.adapter = LETTA_HARNESS
         return self.result
+
+    @property
+    def harness(self) -> str:
+        return LETTA_HARNESS if self.letta else HARNESS
 
     def _is_turn(self, entry: _Entry) -> bool:
         if self.trace:
@@ -173,7 +237,7 @@ class _SessionReader:
 
     # -- conversations ---------------------------------------------------------------------------------------
     # The messages before an entry are those before its parent plus the parent's own, so they are memoised per
-    # entry (`_Prefix`, shared, never mutated): a session of thousands of entries stays linear, not quadratic.
+    # entry (`_Prefix`, chains of shared chunks, never mutated): a session of thousands of entries stays linear.
 
     def _prefix(self, entry_id: str | None, child: _Entry) -> _Prefix:
         """Messages (and warnings) of the path root -> `entry_id`, inclusive."""
@@ -189,18 +253,12 @@ class _SessionReader:
                 break
             entry = self.entries.get(current)
             if entry is None:
-                base = _Prefix(
-                    (),
-                    (
-                        f"line {below.line}: parent entry {current} is not in the file; "
-                        "the conversation starts here",
-                    ),
-                )
+                warning = f"line {below.line}: parent entry {current} is not in the file; the conversation starts here"
+                base = _Prefix(EMPTY, EMPTY.then([warning]))
                 break
             if entry.id in in_chain:
-                base = _Prefix(
-                    (), (f"line {entry.line}: entries form a cycle; the conversation starts here",)
-                )
+                warning = f"line {entry.line}: entries form a cycle; the conversation starts here"
+                base = _Prefix(EMPTY, EMPTY.then([warning]))
                 break
             chain.append(entry)
             in_chain.add(entry.id)
@@ -215,13 +273,15 @@ class _SessionReader:
         if entry.type == "compaction":
             return self._compacted(entry)
         converted = self._convert(entry)
-        if not converted.messages and not converted.warnings:
-            return base  # share: most entries add nothing (labels, model changes, tool steps in plain mode)
-        return _Prefix(base.messages + tuple(converted.messages), base.warnings + tuple(converted.warnings))
+        # Entries that add nothing (labels, model changes, tool steps in plain mode) share their parent's prefix.
+        return _Prefix(base.messages.then(converted.messages), base.warnings.then(converted.warnings))
 
     def _compacted(self, compaction: _Entry) -> _Prefix:
         """Pi's context after a compaction: the summary, then the entries from `firstKeptEntryId` on."""
-        first_kept = compaction.data.get("firstKeptEntryId")
+        if compaction.id in self.v1_first_kept:
+            first_kept: Any = self.v1_first_kept[compaction.id]
+        else:
+            first_kept = compaction.data.get("firstKeptEntryId")
         kept: list[_Entry] = []
         current = compaction.parent_id
         seen: set[str] = set()
@@ -238,30 +298,36 @@ class _SessionReader:
             kept = []  # the kept entry is not on this path: only the summary survives
         if kept and kept[-1].id != first_kept:
             kept = []
-        messages: list[Message] = []
+        summary = compaction.data.get("summary")
+        messages: list[Message] = [_compaction_summary(summary if isinstance(summary, str) else "")]
         warnings: list[str] = []
-        summary = str(compaction.data.get("summary") or "")
-        if summary:
-            messages.append(Message(role="user", content=_SUMMARY_PREFIX["compaction"] + summary))
+        letta_summary = compaction.data.get("message")
+        if self.letta and isinstance(letta_summary, dict):
+            # Letta Code stores the summary message it puts in context with the compaction entry: use it as is.
+            as_entry = _Entry(
+                compaction.id, None, compaction.line, {"type": "message", "message": letta_summary}
+            )
+            converted = self._convert_uncached(as_entry)
+            messages, warnings = list(converted.messages), list(converted.warnings)
         for entry in reversed(kept):
             if entry.type == "compaction":
                 continue
             converted = self._convert(entry)
             messages.extend(converted.messages)
             warnings.extend(converted.warnings)
-        return _Prefix(tuple(messages), tuple(warnings))
+        return _Prefix(EMPTY.then(messages), EMPTY.then(warnings))
 
     def _turn(self, answer_entry: _Entry) -> Turn:
         before = self._prefix(answer_entry.parent_id, answer_entry)
-        warnings = list(before.warnings)
+        own_warnings: list[str] = []
         answer_message = answer_entry.message
-        answer = self._assistant(answer_message, answer_entry.line, warnings)
-        messages = [*before.messages, answer]
+        answer = self._assistant(answer_message, answer_entry.line, own_warnings)
+        messages = before.messages.then([answer])
         return Turn(
             line=self._span_start(answer_entry),
             end_line=answer_entry.line,
-            messages=messages,
-            answer_index=len(messages) - 1,
+            messages=SharedPath(messages),  # type: ignore[arg-type]  # a read-only list, shared with other turns
+            answer_index=messages.size - 1,
             source=Source(
                 kind="session_log",
                 uri=self.uri,
@@ -269,12 +335,12 @@ class _SessionReader:
                 end_line=answer_entry.line,
                 entry_id=None if answer_entry.synthetic_id else answer_entry.id,
                 session_id=self.session_id,
-                harness=HARNESS,
+                harness=self.harness,
                 model=_str_or_none(answer_message.get("model")),
                 provider=_str_or_none(answer_message.get("provider")),
             ),
             tags_blocked=self._blocked(answer_message, answer),
-            warnings=warnings,
+            warnings=SharedPath(before.warnings.then(own_warnings)),  # type: ignore[arg-type]
         )
 
     def _span_start(self, answer_entry: _Entry) -> int:
@@ -298,6 +364,12 @@ class _SessionReader:
             return "stopReason is error" + (f" ({detail})" if detail else "") + ": cannot be tagged good"
         if stop == "aborted":
             return "stopReason is aborted (the reply was interrupted): cannot be tagged good"
+        if stop == "length":
+            # Training on a cut-off reply teaches the model to stop mid-sentence. Tag it bad, or fix the source.
+            return (
+                "stopReason is length (the reply was cut off at the token limit): cannot be tagged good; "
+                "tag it bad instead"
+            )
         has_text = bool(_text_of_parts(message.get("content")).strip())
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
@@ -319,20 +391,20 @@ class _SessionReader:
         out = _Converted()
         kind = entry.type
         if kind == "branch_summary":
-            summary = str(entry.data.get("summary") or "")
-            if summary:
-                out.messages.append(Message(role="user", content=_SUMMARY_PREFIX["branch"] + summary))
+            summary = entry.data.get("summary")
+            if isinstance(summary, str) and summary:
+                out.messages.append(_branch_summary(summary))
             return out
         if kind == "custom_message":
-            if self.trace:
-                self._user_text(entry.data.get("content"), entry.line, out)
+            # An extension's message: Pi sends it to the model as a user message, with or without --trace.
+            self._user_text(entry.data.get("content"), entry.line, out)
             return out
         if kind != "message":
             return out  # model/thinking changes, labels, extension state: not part of what the model read
         message = entry.message
         role = message.get("role")
         if role == "user":
-            self._user_text(message.get("content"), entry.line, out)
+            self._user_text(message.get("content"), entry.line, out, typed=True)
         elif role == "assistant":
             if message.get("stopReason") in ("error", "aborted"):
                 return out  # Pi leaves failed replies out of the context it sends next
@@ -351,17 +423,18 @@ class _SessionReader:
                     name=_str_or_none(message.get("toolName")),
                 )
             )
-        elif role == "bashExecution" and self.trace and not message.get("excludeFromContext"):
-            command = str(message.get("command") or "")
-            output = str(message.get("output") or "")
-            out.messages.append(Message(role="user", content=f"Ran `{command}`\n```\n{output}\n```"))
-        elif role in ("custom", "hookMessage") and self.trace:
+        elif role == "bashExecution" and not message.get("excludeFromContext"):
+            # A `!command` the user ran: Pi puts its output in the conversation as a user message (`!!` excludes).
+            out.messages.append(Message(role="user", content=bash_execution_text(message)))
+        elif role in ("custom", "hookMessage"):
             self._user_text(message.get("content"), entry.line, out)
-        elif role in ("branchSummary", "compactionSummary"):
-            summary = str(message.get("summary") or "")
-            prefix = _SUMMARY_PREFIX["branch" if role == "branchSummary" else "compaction"]
-            if summary:
-                out.messages.append(Message(role="user", content=prefix + summary))
+        elif role == "branchSummary":
+            summary = message.get("summary")
+            if isinstance(summary, str) and summary:
+                out.messages.append(_branch_summary(summary))
+        elif role == "compactionSummary":
+            summary = message.get("summary")
+            out.messages.append(_compaction_summary(summary if isinstance(summary, str) else ""))
         return out
 
     def _call_is_kept(self, result: _Entry, call_id: Any) -> bool:
@@ -384,10 +457,28 @@ class _SessionReader:
             for part in content
         )
 
-    def _user_text(self, content: Any, line: int, out: _Converted) -> None:
-        text = self._parts_text(content, line, out.warnings, "user message")
-        if text:
-            out.messages.append(Message(role="user", content=text))
+    def _user_text(self, content: Any, line: int, out: _Converted, *, typed: bool = False) -> None:
+        if (
+            isinstance(content, list)
+            and sum(1 for p in content if isinstance(p, dict) and p.get("type") == "text") > 1
+        ):
+            # Several text parts are sent as several parts: keep them so (images are dropped, with a warning).
+            texts = [self._parts_text([part], line, out.warnings, "user message") for part in content]
+        else:
+            texts = [self._parts_text(content, line, out.warnings, "user message")]
+        if typed and self.letta:
+            # Letta Code injects <system-reminder> context into the user's message. The rule every harness adapter
+            # follows (docs/CAPTURE.md): injected context is never a user turn; a plain tag drops it, --trace keeps
+            # it as a `system` message where the log has it (just before what the user typed).
+            injected = [block.strip() for text in texts for block in _SYSTEM_REMINDER.findall(text)]
+            texts = [_SYSTEM_REMINDER.sub("", text).strip() for text in texts]
+            if injected and self.trace:
+                out.messages.append(Message(role="system", content="\n".join(injected)))
+        texts = [text for text in texts if text]
+        if len(texts) == 1:
+            out.messages.append(Message(role="user", content=texts[0]))
+        elif texts:
+            out.messages.append(Message(role="user", content=[TextPart(text) for text in texts]))
 
     def _parts_text(self, content: Any, line: int, warnings: list[str], what: str) -> str:
         if isinstance(content, str):
@@ -447,6 +538,29 @@ class _SessionReader:
         else:
             content = "\n".join(part.text for part in content_parts if isinstance(part, TextPart))
         return Message(role="assistant", content=content, tool_calls=tool_calls or None)
+
+
+def bash_execution_text(message: dict[str, Any]) -> str:
+    """Pi's `bashExecutionToText`: the user message a `!command` becomes."""
+    text = f"Ran `{message.get('command') or ''}`\n"
+    output = message.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = message.get("exitCode")
+    if message.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif isinstance(exit_code, int) and exit_code != 0:
+        text += f"\n\nCommand exited with code {exit_code}"
+    if message.get("truncated") and message.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {message['fullOutputPath']}]"
+    return text
+
+
+def _compaction_summary(summary: str) -> Message:
+    return Message(role="user", content=COMPACTION_SUMMARY_PREFIX + summary + COMPACTION_SUMMARY_SUFFIX)
+
+
+def _branch_summary(summary: str) -> Message:
+    return Message(role="user", content=BRANCH_SUMMARY_PREFIX + summary + BRANCH_SUMMARY_SUFFIX)
 
 
 def _text_of_parts(content: Any) -> str:
