@@ -98,25 +98,7 @@ def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
         return LineResult(ck.findings, None, None, width)
 
     if not isinstance(obj, dict):
-        if _looks_like_messages(obj):
-            start, end = ck.whole()
-            fix = Fix(
-                'Wrap the list into {"messages": ...}',
-                [ck.edit(end, end, "}"), ck.edit(start, start, '{"messages": ')],
-            )
-            ck.add(
-                "bare-messages",
-                'line is a bare list of messages; a row is an object: {"messages": [...]}',
-                start,
-                end,
-                fix=fix,
-            )
-        else:
-            ck.add(
-                "not-object",
-                f'a row must be a JSON object like {{"messages": [...]}}, not {_describe(obj)}',
-                *ck.whole(),
-            )
+        _not_an_object(ck, obj)
         return LineResult(ck.findings, None, None, width)
 
     root = _spans(text)
@@ -127,6 +109,43 @@ def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
     prompt_key: str | None = None
     n_messages = 0
     messages_span = _value_span(root, "messages")
+    if isinstance(messages, list) and messages:
+        n_messages = len(messages)
+        prompt_key = _check_messages(ck, messages, messages_span, is_eval)
+    else:
+        _no_messages(ck, obj, messages_span)
+
+    if is_eval:
+        _check_eval_keys(ck, obj, root)
+    return LineResult(ck.findings, hash(text), prompt_key, width, row_kind, n_messages)
+
+
+def _not_an_object(ck: _LineChecker, obj: Any) -> None:
+    """A line that is JSON but not a row: a bare list of messages (with a fix that wraps it), or anything else."""
+    if _looks_like_messages(obj):
+        start, end = ck.whole()
+        fix = Fix(
+            'Wrap the list into {"messages": ...}',
+            [ck.edit(end, end, "}"), ck.edit(start, start, '{"messages": ')],
+        )
+        ck.add(
+            "bare-messages",
+            'line is a bare list of messages; a row is an object: {"messages": [...]}',
+            start,
+            end,
+            fix=fix,
+        )
+    else:
+        ck.add(
+            "not-object",
+            f'a row must be a JSON object like {{"messages": [...]}}, not {_describe(obj)}',
+            *ck.whole(),
+        )
+
+
+def _no_messages(ck: _LineChecker, obj: dict[str, Any], messages_span: _Span | None) -> None:
+    """A row whose `messages` is missing, not a list, or empty."""
+    messages = obj.get("messages")
     if "messages" not in obj:
         hint = (
             " (this looks like ShareGPT: rename `conversations` and use role/content)"
@@ -140,15 +159,8 @@ def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
             f"`messages` must be a list of messages, not {_describe(messages)}",
             *_span_of(messages_span, ck.whole()),
         )
-    elif not messages:
-        ck.add("messages-empty", "`messages` is empty", *_span_of(messages_span, ck.whole()))
     else:
-        n_messages = len(messages)
-        prompt_key = _check_messages(ck, messages, messages_span, is_eval)
-
-    if is_eval:
-        _check_eval_keys(ck, obj, root)
-    return LineResult(ck.findings, hash(text), prompt_key, width, row_kind, n_messages)
+        ck.add("messages-empty", "`messages` is empty", *_span_of(messages_span, ck.whole()))
 
 
 _JSON_ERROR_POS = re.compile(r"\(byte (\d+)\)")
@@ -268,43 +280,66 @@ def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, i
                     *_span_of(_value_span(mspan, key), mrange),
                 )
         if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id is None:
-                if not any_call:
-                    ck.add(
-                        "tool-unmatched",
-                        f"tool message {index + 1} answers no tool call (no assistant tool_calls before it)",
-                        *mrange,
-                    )
-            elif isinstance(call_id, str) and call_id not in tool_ids:
-                ck.add(
-                    "tool-unmatched",
-                    f"tool message {index + 1} answers tool call `{call_id}`, which no earlier assistant message made",
-                    *_span_of(_value_span(mspan, "tool_call_id"), mrange),
-                )
+            _check_tool_answer(ck, message, mspan, mrange, index, tool_ids, any_call)
         if role == "user":
             text = _text_of_content(message.get("content"))
             if text is not None:
                 prompt_key = text.strip()
 
     if all(r is not None for r in roles):
-        last_range = _span_of(_item_span(span, len(messages) - 1), whole)
-        if is_eval:
-            if roles[-1] != "user":
-                ck.add(
-                    "eval-last-not-user",
-                    f"an eval row must end with the user turn the model answers; it ends with `{roles[-1]}`",
-                    *last_range,
-                )
-        elif "assistant" not in roles:
-            ck.add("no-assistant", "no assistant message: nothing to train on", *whole)
-        elif roles[-1] != "assistant":
+        _check_ending(ck, roles, _span_of(_item_span(span, len(messages) - 1), whole), whole, is_eval)
+    return prompt_key
+
+
+def _check_tool_answer(
+    ck: _LineChecker,
+    message: dict[str, Any],
+    mspan: _Span | None,
+    mrange: tuple[int, int],
+    index: int,
+    tool_ids: set[str],
+    any_call: bool,
+) -> None:
+    """A tool message must answer a call an earlier assistant message made."""
+    call_id = message.get("tool_call_id")
+    if call_id is None:
+        if not any_call:
             ck.add(
-                "last-not-assistant",
-                f"a training row must end with an assistant message; it ends with `{roles[-1]}`",
+                "tool-unmatched",
+                f"tool message {index + 1} answers no tool call (no assistant tool_calls before it)",
+                *mrange,
+            )
+    elif isinstance(call_id, str) and call_id not in tool_ids:
+        ck.add(
+            "tool-unmatched",
+            f"tool message {index + 1} answers tool call `{call_id}`, which no earlier assistant message made",
+            *_span_of(_value_span(mspan, "tool_call_id"), mrange),
+        )
+
+
+def _check_ending(
+    ck: _LineChecker,
+    roles: list[str | None],
+    last_range: tuple[int, int],
+    whole: tuple[int, int],
+    is_eval: bool,
+) -> None:
+    """An eval row ends with the user turn the model answers; a training row with an assistant message."""
+    if is_eval:
+        if roles[-1] != "user":
+            ck.add(
+                "eval-last-not-user",
+                f"an eval row must end with the user turn the model answers; it ends with `{roles[-1]}`",
                 *last_range,
             )
-    return prompt_key
+    elif "assistant" not in roles:
+        ck.add("no-assistant", "no assistant message: nothing to train on", *whole)
+    elif roles[-1] != "assistant":
+        ck.add(
+            "last-not-assistant",
+            f"a training row must end with an assistant message; it ends with `{roles[-1]}`",
+            *last_range,
+        )
 
 
 def _check_role(
