@@ -8,7 +8,7 @@ load from other processes hits every contender alike, best of --repeat:
 - pydantic v2 models with the same shape checks, `model_validate_json` per line (pydantic's fastest path);
 - `json.loads` + the same pydantic models (`model_validate` per line);
 - msgspec typed decode of each line into the schema's `Message` structs, nothing else: the ceiling.
-Prints a rich table and writes it into docs/BENCHMARKS.md under `## Validation`.
+Prints a rich table and writes it into docs/BENCHMARKS.md between the `validate` markers (see doc_section.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import json
 import os
 import platform
 import random
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 import pydantic
+from doc_section import DOC, write_generated  # bench/ is the script's own folder
 from pydantic import BaseModel, Field, model_validator
 from rich.console import Console
 from rich.table import Table
@@ -36,7 +36,6 @@ from machine_lsp.core.validate import validate_path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-DOC = ROOT / "docs" / "BENCHMARKS.md"
 
 # ---------------------------------------------------------------------------------------------------------------
 # Data
@@ -365,18 +364,6 @@ def markdown(
     return "\n".join(lines)
 
 
-def write_section(body: str) -> None:
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
-    heading = "## Validation\n"
-    if heading not in text:
-        DOC.write_text(text.rstrip("\n") + "\n\n" + heading + body, encoding="utf-8")
-        return
-    start = text.index(heading) + len(heading)
-    following = re.search(r"^## ", text[start:], flags=re.MULTILINE)
-    end = start + following.start() if following else len(text)
-    DOC.write_text(text[:start] + body + "\n" + text[end:].lstrip("\n"), encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
@@ -423,8 +410,9 @@ def main() -> None:
     console.print(table)
     console.print(machine_note())
     if not args.no_write:
-        write_section(markdown(rows, ascii_rows, len(data), len(ascii_data), args.rows, args.repeat))
-        console.print(f"wrote the table into {DOC.relative_to(ROOT)} (## Validation)")
+        body = markdown(rows, ascii_rows, len(data), len(ascii_data), args.rows, args.repeat)
+        write_generated("validate", body, heading="## Validation")
+        console.print(f"wrote the table into {DOC.relative_to(ROOT)} (## Validation, between its markers)")
 
 
 if __name__ == "__main__":
