@@ -3,8 +3,10 @@
 The 24 held-out prompts of examples/minimal-sft (seed 0), rendered by the cookbook `qwen3_instruct` renderer,
 answered greedily with the same model and the same prompt tokens by:
 
-* machine-lsp `LocalSampler.sample_tokens`: one left-padded batch, KV cache, finished rows dropped from the batch;
-* transformers `generate` on the same left-padded batch (what the sampler would be if it were not hand-written);
+* transformers `generate` on one left-padded batch (the reference);
+* machine-lsp `LocalSampler.sample_tokens` (which now calls `generate` the same way, through the engine's batching);
+* the hand-written decoder LocalSampler used before: the same batch and KV cache, finished rows dropped from the
+  batch (kept here so the decision to use `generate` stays checkable);
 * with --one-at-a-time, also `generate` one row at a time (what a plain eval loop does; slow).
 
 Three workloads: the base SmolLM2 (long free-form answers, all capped at --max-tokens), the same model after
@@ -87,6 +89,66 @@ def generate_batched(model: Any, prompts: list[list[int]], max_tokens: int, stop
     return [cut(row[width:].tolist(), stop) for row in gen]
 
 
+def hand_written_greedy(
+    model: Any, prompts: list[list[int]], max_tokens: int, stop_ids: set[int], pad_id: int
+) -> list[list[int]]:
+    """The decoder LocalSampler used before it switched to `generate`: one left-padded batch, KV cache, and rows
+    that reached a stop token dropped from the batch (`DynamicCache.batch_select_indices`)."""
+    import torch
+    from transformers import DynamicCache
+
+    lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    n = len(prompts)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for j, p in enumerate(prompts):
+        ids[j, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[j, width - len(p) :] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=lm.config)
+    with torch.inference_mode():
+        out = lm(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        results: list[list[int]] = [[] for _ in range(n)]
+        active = list(range(n))  # row j of the live batch is prompt active[j]
+        next_pos = positions[:, -1] + 1
+        nxt = out.logits[:, -1, :].argmax(-1)
+        for _ in range(max_tokens):
+            keep: list[int] = []
+            for j, token in enumerate(nxt.tolist()):
+                row = active[j]
+                if token in stop_ids:
+                    continue
+                results[row].append(token)
+                if len(results[row]) < max_tokens:
+                    keep.append(j)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, dtype=torch.long)
+                cache.batch_select_indices(index)
+                mask, next_pos, nxt = mask[index], next_pos[index], nxt[index]
+                active = [active[j] for j in keep]
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+            out = lm(
+                input_ids=nxt[:, None],
+                attention_mask=mask,
+                position_ids=next_pos[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            next_pos = next_pos + 1
+            nxt = out.logits[:, -1, :].argmax(-1)
+    return results
+
+
 def cut(tokens: list[int], stop: int) -> list[int]:
     return tokens[: tokens.index(stop)] if stop in tokens else tokens
 
@@ -104,6 +166,7 @@ def measure(
     methods = {
         "hf_batched": lambda: generate_batched(hf_model, prompts, max_tokens, stop),
         "batched": lambda: sampler.sample_tokens(prompts, max_tokens),
+        "hand": lambda: hand_written_greedy(hf_model, prompts, max_tokens, sampler.stop_ids, sampler.pad_id),
     }
     if one_at_a_time:
         methods["one"] = lambda: generate_one_at_a_time(hf_model, prompts, max_tokens, stop)
@@ -122,6 +185,7 @@ def measure(
     n = len(prompts)
     lengths = sorted(len(o) for o in outputs["hf_batched"])
     agree = sum(a == b for a, b in zip(outputs["batched"], outputs["hf_batched"], strict=True))
+    agree_hand = sum(a == b for a, b in zip(outputs["hand"], outputs["hf_batched"], strict=True))
     print(
         f"\n### {label}: {n} prompts, max {max_tokens} new tokens, {sum(lengths)} tokens generated "
         f"(answer lengths min {lengths[0]}, median {lengths[n // 2]}, max {lengths[-1]})"
@@ -130,14 +194,15 @@ def measure(
     print("|---|---:|---:|---:|---|")
     rows = [
         ("hf_batched", "transformers `generate`, one left-padded batch", "-"),
-        ("batched", "machine-lsp LocalSampler (drops finished rows)", f"{agree}/{n}"),
+        ("batched", "machine-lsp LocalSampler (now `generate` on the same batch)", f"{agree}/{n}"),
+        ("hand", "hand-written decoder, drops finished rows (LocalSampler before)", f"{agree_hand}/{n}"),
     ]
     if one_at_a_time:
         same = sum(a == b for a, b in zip(outputs["one"], outputs["hf_batched"], strict=True))
         rows.append(("one", "transformers `generate`, one row at a time", f"{same}/{n}"))
     for key, name, equal in rows:
         print(f"| {name} | {w[key]:.2f} | {c[key]:.2f} | {c['hf_batched'] / c[key]:.2f}x | {equal} |")
-    return {"wall": w, "cpu": c, "agree": agree, "lengths": lengths}
+    return {"wall": w, "cpu": c, "agree": agree, "agree_hand": agree_hand, "lengths": lengths}
 
 
 def main(argv: list[str] | None = None) -> int:
