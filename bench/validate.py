@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -201,70 +202,59 @@ def read_lines(path: Path) -> list[bytes]:
     return lines
 
 
+def ours(path: Path, clean: bool) -> int:
+    report = validate_path(path)
+    if clean:
+        assert report.ok and report.stats["errors"] == 0, report.findings[:3]
+    else:
+        assert not report.ok
+    return report.rows
+
+
+def pydantic_json(path: Path) -> int:
+    bad = 0
+    validate = PRow.model_validate_json
+    lines = read_lines(path)
+    for line in lines:
+        try:
+            validate(line)
+        except pydantic.ValidationError:
+            bad += 1
+    assert bad == 0
+    return len(lines)
+
+
+def json_loads_pydantic(path: Path) -> int:
+    bad = 0
+    validate = PRow.model_validate
+    lines = read_lines(path)
+    for line in lines:
+        try:
+            validate(json.loads(line))
+        except pydantic.ValidationError:
+            bad += 1
+    assert bad == 0
+    return len(lines)
+
+
+def msgspec_ceiling(path: Path, decoder: msgspec.json.Decoder) -> int:
+    decode = decoder.decode
+    lines = read_lines(path)
+    for line in lines:
+        decode(line)
+    return len(lines)
+
+
 def contenders(path: Path, dirty_path: Path, ascii_path: Path) -> dict[str, Callable[[], int]]:
     decoder = msgspec.json.Decoder(MsgspecRow)
-
-    def ours() -> int:
-        report = validate_path(path)
-        assert report.ok and report.stats["errors"] == 0, report.findings[:3]
-        return report.rows
-
-    def ours_dirty() -> int:
-        report = validate_path(dirty_path)
-        assert not report.ok
-        return report.rows
-
-    def pydantic_json() -> int:
-        bad = 0
-        validate = PRow.model_validate_json
-        lines = read_lines(path)
-        for line in lines:
-            try:
-                validate(line)
-            except pydantic.ValidationError:
-                bad += 1
-        assert bad == 0
-        return len(lines)
-
-    def json_loads_pydantic() -> int:
-        bad = 0
-        validate = PRow.model_validate
-        lines = read_lines(path)
-        for line in lines:
-            try:
-                validate(json.loads(line))
-            except pydantic.ValidationError:
-                bad += 1
-        assert bad == 0
-        return len(lines)
-
-    def msgspec_ceiling() -> int:
-        decode = decoder.decode
-        lines = read_lines(path)
-        for line in lines:
-            decode(line)
-        return len(lines)
-
-    def ours_ascii() -> int:
-        report = validate_path(ascii_path)
-        assert report.ok
-        return report.rows
-
-    def msgspec_ceiling_ascii() -> int:
-        decode = decoder.decode
-        lines = read_lines(ascii_path)
-        for line in lines:
-            decode(line)
-        return len(lines)
-
     return {
-        OURS_ASCII: ours_ascii,
-        CEILING_ASCII: msgspec_ceiling_ascii,
-        "machine-lsp `validate_path`, clean file": ours,
-        "machine-lsp `validate_path`, 1% broken rows": ours_dirty,
-        PYDANTIC: pydantic_json,
-        "json.loads + pydantic v2 model_validate": json_loads_pydantic,
-        CEILING: msgspec_ceiling,
+        OURS_ASCII: functools.partial(ours, ascii_path, True),
+        CEILING_ASCII: functools.partial(msgspec_ceiling, ascii_path, decoder),
+        "machine-lsp `validate_path`, clean file": functools.partial(ours, path, True),
+        "machine-lsp `validate_path`, 1% broken rows": functools.partial(ours, dirty_path, False),
+        PYDANTIC: functools.partial(pydantic_json, path),
+        "json.loads + pydantic v2 model_validate": functools.partial(json_loads_pydantic, path),
+        CEILING: functools.partial(msgspec_ceiling, path, decoder),
     }
 
 
