@@ -44,6 +44,8 @@ test: setup system-deps lint test-python test-vscode
 lint: setup
 	$(VENV)/bin/ruff check machine_lsp tests bench examples
 	$(VENV)/bin/ruff format --check machine_lsp tests bench examples
+	@# Layer contracts (pyproject.toml [tool.importlinter]): the core is the floor, the server stays light.
+	$(VENV)/bin/lint-imports --no-cache
 
 test-python: setup system-deps agents
 	$(VENV)/bin/pytest -q -ra

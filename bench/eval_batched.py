@@ -1,17 +1,21 @@
-"""Local engine held-out eval benchmark: batched greedy sampling vs one-row-at-a-time `generate`.
+"""Local engine held-out eval benchmark: the hand-written batched decoder vs transformers' batched `generate`.
 
-The 24 held-out prompts of examples/minimal-sft (seed 0), rendered by the cookbook `qwen3_instruct` renderer.
-Three ways to answer them greedily with the same model and the same prompt tokens:
+The 24 held-out prompts of examples/minimal-sft (seed 0), rendered by the cookbook `qwen3_instruct` renderer,
+answered greedily with the same model and the same prompt tokens by:
 
-* machine-lsp `LocalSampler.sample`: all rows in one left-padded batch, KV cache, finished rows dropped;
-* transformers `generate`, one row at a time (what a plain eval loop does);
-* transformers `generate` on the same left-padded batch (for reference).
+* transformers `generate` on one left-padded batch (the reference);
+* machine-lsp `LocalSampler.sample_tokens` (which now calls `generate` the same way, through the engine's batching);
+* the hand-written decoder LocalSampler used before: the same batch and KV cache, finished rows dropped from the
+  batch (kept here so the decision to use `generate` stays checkable);
+* with --one-at-a-time, also `generate` one row at a time (what a plain eval loop does; slow).
 
-Two models: the base SmolLM2 (long free-form answers, capped at --max-tokens) and the same model after 10 LoRA steps
-on the 48 training rows (short `answer: N` answers) -- the two evals the minimal-sft example runs. The methods
-alternate round by round; medians are reported, and outputs are checked to agree.
+Three workloads: the base SmolLM2 (long free-form answers, all capped at --max-tokens), the same model after
+--train-steps LoRA steps on the 48 training rows (short `answer: N` answers), and that trained model on the held-out
+prompts mixed with the built-in off-distribution probe questions (answers of very different lengths: where dropping
+finished rows can pay). The methods alternate round by round; medians are reported, outputs are checked to agree,
+and the answer lengths are printed so the workload is visible.
 
-Run: .venv/bin/python bench/eval_batched.py [--rounds 2] [--max-tokens 32] [--train-steps 10]
+Run: .venv/bin/python bench/eval_batched.py [--rounds 3] [--max-tokens 32] [--train-steps 10] [--one-at-a-time]
 """
 
 from __future__ import annotations
@@ -85,19 +89,87 @@ def generate_batched(model: Any, prompts: list[list[int]], max_tokens: int, stop
     return [cut(row[width:].tolist(), stop) for row in gen]
 
 
+def hand_written_greedy(
+    model: Any, prompts: list[list[int]], max_tokens: int, stop_ids: set[int], pad_id: int
+) -> list[list[int]]:
+    """The decoder LocalSampler used before it switched to `generate`: one left-padded batch, KV cache, and rows
+    that reached a stop token dropped from the batch (`DynamicCache.batch_select_indices`)."""
+    import torch
+    from transformers import DynamicCache
+
+    lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    n = len(prompts)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for j, p in enumerate(prompts):
+        ids[j, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
+        mask[j, width - len(p) :] = 1
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache(config=lm.config)
+    with torch.inference_mode():
+        out = lm(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        results: list[list[int]] = [[] for _ in range(n)]
+        active = list(range(n))  # row j of the live batch is prompt active[j]
+        next_pos = positions[:, -1] + 1
+        nxt = out.logits[:, -1, :].argmax(-1)
+        for _ in range(max_tokens):
+            keep: list[int] = []
+            for j, token in enumerate(nxt.tolist()):
+                row = active[j]
+                if token in stop_ids:
+                    continue
+                results[row].append(token)
+                if len(results[row]) < max_tokens:
+                    keep.append(j)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, dtype=torch.long)
+                cache.batch_select_indices(index)
+                mask, next_pos, nxt = mask[index], next_pos[index], nxt[index]
+                active = [active[j] for j in keep]
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+            out = lm(
+                input_ids=nxt[:, None],
+                attention_mask=mask,
+                position_ids=next_pos[:, None],
+                past_key_values=cache,
+                use_cache=True,
+            )
+            next_pos = next_pos + 1
+            nxt = out.logits[:, -1, :].argmax(-1)
+    return results
+
+
 def cut(tokens: list[int], stop: int) -> list[int]:
     return tokens[: tokens.index(stop)] if stop in tokens else tokens
 
 
 def measure(
-    label: str, sampler: Any, hf_model: Any, prompts: list[list[int]], max_tokens: int, rounds: int
+    label: str,
+    sampler: Any,
+    hf_model: Any,
+    prompts: list[list[int]],
+    max_tokens: int,
+    rounds: int,
+    one_at_a_time: bool,
 ) -> dict:
     stop = min(sampler.stop_ids)
     methods = {
-        "one": lambda: generate_one_at_a_time(hf_model, prompts, max_tokens, stop),
         "hf_batched": lambda: generate_batched(hf_model, prompts, max_tokens, stop),
         "batched": lambda: sampler.sample_tokens(prompts, max_tokens),
+        "hand": lambda: hand_written_greedy(hf_model, prompts, max_tokens, sampler.stop_ids, sampler.pad_id),
     }
+    if one_at_a_time:
+        methods["one"] = lambda: generate_one_at_a_time(hf_model, prompts, max_tokens, stop)
     wall: dict[str, list[float]] = {k: [] for k in methods}
     cpu: dict[str, list[float]] = {k: [] for k in methods}
     outputs: dict[str, list[list[int]]] = {}
@@ -111,32 +183,38 @@ def measure(
     w = {k: statistics.median(v) for k, v in wall.items()}
     c = {k: statistics.median(v) for k, v in cpu.items()}
     n = len(prompts)
-    agree = sum(a == b for a, b in zip(outputs["batched"], outputs["one"], strict=True))
-    agree_hf = sum(a == b for a, b in zip(outputs["hf_batched"], outputs["one"], strict=True))
-    generated = sum(len(o) for o in outputs["one"])
-    print(f"\n### {label}: {n} prompts, max {max_tokens} new tokens, {generated} tokens generated")
-    print("| method | wall s | CPU s | speed-up (CPU) | speed-up (wall) | outputs equal to one-at-a-time |")
-    print("|---|---|---|---|---|---|")
+    lengths = sorted(len(o) for o in outputs["hf_batched"])
+    agree = sum(a == b for a, b in zip(outputs["batched"], outputs["hf_batched"], strict=True))
+    agree_hand = sum(a == b for a, b in zip(outputs["hand"], outputs["hf_batched"], strict=True))
+    print(
+        f"\n### {label}: {n} prompts, max {max_tokens} new tokens, {sum(lengths)} tokens generated "
+        f"(answer lengths min {lengths[0]}, median {lengths[n // 2]}, max {lengths[-1]})"
+    )
+    print("| method | wall s | CPU s | vs batched `generate` (CPU) | outputs equal to batched `generate` |")
+    print("|---|---:|---:|---:|---|")
     rows = [
-        ("one", "transformers generate, one row at a time", "-"),
-        ("hf_batched", "transformers generate, one left-padded batch", f"{agree_hf}/{n}"),
-        ("batched", "machine-lsp LocalSampler (batched, KV cache, drops finished rows)", f"{agree}/{n}"),
+        ("hf_batched", "transformers `generate`, one left-padded batch", "-"),
+        ("batched", "machine-lsp LocalSampler (now `generate` on the same batch)", f"{agree}/{n}"),
+        ("hand", "hand-written decoder, drops finished rows (LocalSampler before)", f"{agree_hand}/{n}"),
     ]
-    for key, name, same in rows:
-        print(
-            f"| {name} | {w[key]:.2f} | {c[key]:.2f} | {c['one'] / c[key]:.2f}x | {w['one'] / w[key]:.2f}x | {same} |"
-        )
-    return {"wall": w, "cpu": c, "agree": agree, "generated": generated}
+    if one_at_a_time:
+        same = sum(a == b for a, b in zip(outputs["one"], outputs["hf_batched"], strict=True))
+        rows.append(("one", "transformers `generate`, one row at a time", f"{same}/{n}"))
+    for key, name, equal in rows:
+        print(f"| {name} | {w[key]:.2f} | {c[key]:.2f} | {c['hf_batched'] / c[key]:.2f}x | {equal} |")
+    return {"wall": w, "cpu": c, "agree": agree, "agree_hand": agree_hand, "lengths": lengths}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--train-steps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--one-at-a-time", action="store_true", help="also time one-row-at-a-time generate")
     args = parser.parse_args(argv)
 
+    from machine_lsp.core import evals
     from machine_lsp.engines import render
     from machine_lsp.engines.base import LoraSettings
     from machine_lsp.engines.local import LocalEngine
@@ -150,20 +228,35 @@ def main(argv: list[str] | None = None) -> int:
     prompts = [render.prompt_tokens(p, trainer.renderer) for p in held]
     # base model: a plain model without an adapter (what an eval of the base model loads)
     base_sampler = engine.sampler_for(MODEL, None)
-    measure("base model", base_sampler, base_sampler.model, prompts, args.max_tokens, args.rounds)
+    measure(
+        "base model",
+        base_sampler,
+        base_sampler.model,
+        prompts,
+        args.max_tokens,
+        args.rounds,
+        args.one_at_a_time,
+    )
     del base_sampler
     datums = render.to_datums(train_rows, trainer.renderer)
     for step in range(args.train_steps):
         batch = datums[(step * 8) % len(datums) :][:8]
         trainer.forward_backward(batch)
         trainer.optim_step(5e-4)
+    trained = trainer.sampler()
+    label = f"after {args.train_steps} LoRA steps"
+    measure(label, trained, trainer.model, prompts, args.max_tokens, args.rounds, args.one_at_a_time)
+    probes = [render.prompt_tokens(evals.probe_messages(q), trainer.renderer) for q in evals.probe_prompts()]
+    # 12 held-out rows (short answers) interleaved with the 12 probe questions (free-form answers)
+    mixed = [prompt for pair in zip(prompts[:12], probes[:12], strict=True) for prompt in pair]
     measure(
-        f"after {args.train_steps} LoRA steps",
-        trainer.sampler(),
+        f"{label}, held-out rows mixed with the probe questions",
+        trained,
         trainer.model,
-        prompts,
+        mixed,
         args.max_tokens,
         args.rounds,
+        args.one_at_a_time,
     )
     print(f"\nmachine load average at end: {os.getloadavg()[0]:.1f}")
     return 0

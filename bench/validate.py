@@ -8,18 +8,18 @@ load from other processes hits every contender alike, best of --repeat:
 - pydantic v2 models with the same shape checks, `model_validate_json` per line (pydantic's fastest path);
 - `json.loads` + the same pydantic models (`model_validate` per line);
 - msgspec typed decode of each line into the schema's `Message` structs, nothing else: the ceiling.
-Prints a rich table and writes it into docs/BENCHMARKS.md under `## Validation`.
+Prints a rich table and writes it into docs/BENCHMARKS.md between the `validate` markers (see doc_section.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
 import random
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 import pydantic
+from doc_section import DOC, write_generated  # bench/ is the script's own folder
 from pydantic import BaseModel, Field, model_validator
 from rich.console import Console
 from rich.table import Table
@@ -36,7 +37,6 @@ from machine_lsp.core.validate import validate_path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-DOC = ROOT / "docs" / "BENCHMARKS.md"
 
 # ---------------------------------------------------------------------------------------------------------------
 # Data
@@ -202,70 +202,59 @@ def read_lines(path: Path) -> list[bytes]:
     return lines
 
 
+def ours(path: Path, clean: bool) -> int:
+    report = validate_path(path)
+    if clean:
+        assert report.ok and report.stats["errors"] == 0, report.findings[:3]
+    else:
+        assert not report.ok
+    return report.rows
+
+
+def pydantic_json(path: Path) -> int:
+    bad = 0
+    validate = PRow.model_validate_json
+    lines = read_lines(path)
+    for line in lines:
+        try:
+            validate(line)
+        except pydantic.ValidationError:
+            bad += 1
+    assert bad == 0
+    return len(lines)
+
+
+def json_loads_pydantic(path: Path) -> int:
+    bad = 0
+    validate = PRow.model_validate
+    lines = read_lines(path)
+    for line in lines:
+        try:
+            validate(json.loads(line))
+        except pydantic.ValidationError:
+            bad += 1
+    assert bad == 0
+    return len(lines)
+
+
+def msgspec_ceiling(path: Path, decoder: msgspec.json.Decoder) -> int:
+    decode = decoder.decode
+    lines = read_lines(path)
+    for line in lines:
+        decode(line)
+    return len(lines)
+
+
 def contenders(path: Path, dirty_path: Path, ascii_path: Path) -> dict[str, Callable[[], int]]:
     decoder = msgspec.json.Decoder(MsgspecRow)
-
-    def ours() -> int:
-        report = validate_path(path)
-        assert report.ok and report.stats["errors"] == 0, report.findings[:3]
-        return report.rows
-
-    def ours_dirty() -> int:
-        report = validate_path(dirty_path)
-        assert not report.ok
-        return report.rows
-
-    def pydantic_json() -> int:
-        bad = 0
-        validate = PRow.model_validate_json
-        lines = read_lines(path)
-        for line in lines:
-            try:
-                validate(line)
-            except pydantic.ValidationError:
-                bad += 1
-        assert bad == 0
-        return len(lines)
-
-    def json_loads_pydantic() -> int:
-        bad = 0
-        validate = PRow.model_validate
-        lines = read_lines(path)
-        for line in lines:
-            try:
-                validate(json.loads(line))
-            except pydantic.ValidationError:
-                bad += 1
-        assert bad == 0
-        return len(lines)
-
-    def msgspec_ceiling() -> int:
-        decode = decoder.decode
-        lines = read_lines(path)
-        for line in lines:
-            decode(line)
-        return len(lines)
-
-    def ours_ascii() -> int:
-        report = validate_path(ascii_path)
-        assert report.ok
-        return report.rows
-
-    def msgspec_ceiling_ascii() -> int:
-        decode = decoder.decode
-        lines = read_lines(ascii_path)
-        for line in lines:
-            decode(line)
-        return len(lines)
-
     return {
-        OURS_ASCII: ours_ascii,
-        CEILING_ASCII: msgspec_ceiling_ascii,
-        "machine-lsp `validate_path`, clean file": ours,
-        "machine-lsp `validate_path`, 1% broken rows": ours_dirty,
-        PYDANTIC: pydantic_json,
-        "json.loads + pydantic v2 model_validate": json_loads_pydantic,
-        CEILING: msgspec_ceiling,
+        OURS_ASCII: functools.partial(ours, ascii_path, True),
+        CEILING_ASCII: functools.partial(msgspec_ceiling, ascii_path, decoder),
+        "machine-lsp `validate_path`, clean file": functools.partial(ours, path, True),
+        "machine-lsp `validate_path`, 1% broken rows": functools.partial(ours, dirty_path, False),
+        PYDANTIC: functools.partial(pydantic_json, path),
+        "json.loads + pydantic v2 model_validate": functools.partial(json_loads_pydantic, path),
+        CEILING: functools.partial(msgspec_ceiling, path, decoder),
     }
 
 
@@ -365,18 +354,6 @@ def markdown(
     return "\n".join(lines)
 
 
-def write_section(body: str) -> None:
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n"
-    heading = "## Validation\n"
-    if heading not in text:
-        DOC.write_text(text.rstrip("\n") + "\n\n" + heading + body, encoding="utf-8")
-        return
-    start = text.index(heading) + len(heading)
-    following = re.search(r"^## ", text[start:], flags=re.MULTILINE)
-    end = start + following.start() if following else len(text)
-    DOC.write_text(text[:start] + body + "\n" + text[end:].lstrip("\n"), encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
@@ -423,8 +400,9 @@ def main() -> None:
     console.print(table)
     console.print(machine_note())
     if not args.no_write:
-        write_section(markdown(rows, ascii_rows, len(data), len(ascii_data), args.rows, args.repeat))
-        console.print(f"wrote the table into {DOC.relative_to(ROOT)} (## Validation)")
+        body = markdown(rows, ascii_rows, len(data), len(ascii_data), args.rows, args.repeat)
+        write_generated("validate", body, heading="## Validation")
+        console.print(f"wrote the table into {DOC.relative_to(ROOT)} (## Validation, between its markers)")
 
 
 if __name__ == "__main__":

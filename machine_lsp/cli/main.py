@@ -23,7 +23,9 @@ from machine_lsp.core.store import StoreError
 REGISTRARS = [
     "machine_lsp.cli.tag_commands",  # good, bad, tagged, data, export
     "machine_lsp.cli.validate_command",  # train validate
-    "machine_lsp.cli.train_commands",  # train sft|smoke|run|eval ..., jobs
+    "machine_lsp.cli.train_commands",  # train sft|smoke|run
+    "machine_lsp.cli.eval_commands",  # train eval init|baseline|checkpoint|compare|probe
+    "machine_lsp.cli.jobs_commands",  # jobs [list|cancel]
     "machine_lsp.cli.sessions_command",  # sessions
 ]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -79,16 +80,22 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     if tokens_wanted and data is not None:
-        from machine_lsp.core.readiness import ReadinessError, check_readiness
+        from machine_lsp.engines.readiness import ReadinessError, check_readiness
+        from machine_lsp.scaffold.config import ConfigError, load_project_config
 
         try:
-            _add_readiness(report, check_readiness(data, report, args.model, args.renderer, args.max_length))
+            # Rows are rendered as they would train: with the project's configured `train_on`.
+            train_on = load_project_config(Path.cwd())[0].train.train_on
+            _add_readiness(
+                report,
+                check_readiness(data, report, args.model, args.renderer, args.max_length, train_on=train_on),
+            )
             if eval_data is not None and report.eval_report is not None:
                 readiness = check_readiness(
                     eval_data, report.eval_report, args.model, args.renderer, args.max_length, "eval"
                 )
                 _add_readiness(report.eval_report, readiness)
-        except ReadinessError as exc:
+        except (ReadinessError, ConfigError) as exc:
             err.print(f"machine: cannot check tokens: {escape(str(exc))}")
             return EXIT_USAGE
 

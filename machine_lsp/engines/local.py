@@ -455,7 +455,7 @@ class LocalTrainer:
 
 
 class LocalSampler:
-    """`Sampler` implementation: batched greedy decoding, left padding, KV cache, finished rows dropped."""
+    """`Sampler` implementation: batched greedy decoding (transformers `generate`), left padding, KV cache."""
 
     def __init__(
         self, engine: LocalEngine, tokenizer: Any, renderer: Any, model: Any, *, adapter_enabled: bool = True
@@ -511,8 +511,9 @@ class LocalSampler:
         return results
 
     def _greedy(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list[list[int]]:
+        """One left-padded batch through transformers' own `generate` (greedy, KV cache). A hand-written decoder
+        that dropped finished rows from the batch measured no better (bench/eval_batched.py, docs/BENCHMARKS.md)."""
         import torch
-        from transformers import DynamicCache
 
         lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         n = len(prompts)
@@ -522,44 +523,20 @@ class LocalSampler:
         for j, p in enumerate(prompts):
             ids[j, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
             mask[j, width - len(p) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=lm.config)
-        out = lm(
+        generated = lm.generate(
             input_ids=ids,
             attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
+            max_new_tokens=max_tokens,
+            do_sample=False,
+            eos_token_id=sorted(self.stop_ids),
+            pad_token_id=self.pad_id,
         )
-        results: list[list[int]] = [[] for _ in range(n)]
-        active = list(range(n))  # row j of the live batch is prompt active[j]
-        next_pos = positions[:, -1] + 1
-        nxt = out.logits[:, -1, :].argmax(-1)
-        for _ in range(max_tokens):
-            keep: list[int] = []
-            for j, token in enumerate(nxt.tolist()):
-                row = active[j]
+        results: list[list[int]] = []
+        for row in generated[:, width:].tolist():
+            tokens: list[int] = []
+            for token in row:
                 if token in self.stop_ids:
-                    continue
-                results[row].append(token)
-                if len(results[row]) < max_tokens:
-                    keep.append(j)
-            if not keep:
-                break
-            if len(keep) < len(active):
-                index = torch.tensor(keep, dtype=torch.long)
-                cache.batch_select_indices(index)
-                mask, next_pos, nxt = mask[index], next_pos[index], nxt[index]
-                active = [active[j] for j in keep]
-            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-            out = lm(
-                input_ids=nxt[:, None],
-                attention_mask=mask,
-                position_ids=next_pos[:, None],
-                past_key_values=cache,
-                use_cache=True,
-            )
-            next_pos = next_pos + 1
-            nxt = out.logits[:, -1, :].argmax(-1)
+                    break
+                tokens.append(token)
+            results.append(tokens)
         return results

@@ -159,8 +159,11 @@ def to_datum(
     train_on: str | Any = DEFAULT_TRAIN_ON,
     max_length: int | None = None,
     reduction: Reduction = "mean",
+    allow_untrained: bool = False,
 ) -> tinker.Datum:
-    """One conversation -> one `tinker.Datum` (cookbook `conversation_to_datum`)."""
+    """One conversation -> one `tinker.Datum` (cookbook `conversation_to_datum`).
+
+    A datum with no trained token is an error, unless `allow_untrained` (the readiness check reports it itself)."""
     from tinker_cookbook.supervised.data import conversation_to_datum
 
     if not messages:
@@ -169,7 +172,7 @@ def to_datum(
     datum = conversation_to_datum(
         cookbook_messages(messages), renderer, max_length=max_length, train_on_what=what, reduction=reduction
     )
-    if not any(w > 0 for w in datum.loss_fn_inputs["weights"].tolist()):
+    if not allow_untrained and not any(w > 0 for w in datum.loss_fn_inputs["weights"].tolist()):
         raise EngineError(
             f"the conversation has no tokens to train on with train_on={what.value!r} "
             f"(no assistant message, or it was truncated away by max_length={max_length})"

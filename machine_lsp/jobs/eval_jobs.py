@@ -174,19 +174,7 @@ def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -
         _check_result_name(args.name)
     started = time.perf_counter()
     cfg, engine_name, model, checkpoint = _setup(ctx, args)
-    if not cfg.eval.data:
-        raise JobError("no eval data: pass --data FILE (held-out rows) or set [eval] data in machine.toml")
-    data_path = resolve(ctx.cwd, cfg.eval.data)
-    try:
-        cases = evals.load_cases(data_path)
-    except evals.EvalError as exc:
-        raise JobError(str(exc)) from None
-    sha = runs.sha256_file(data_path)
-    ctx.add_data(
-        runs.DataSnapshot(
-            role="eval", source=str(data_path), path=str(data_path), sha256=sha, rows=len(cases)
-        )
-    )
+    data_path, sha, cases = _eval_cases(ctx, cfg)
 
     sampler = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
     loaded = time.perf_counter()
@@ -221,8 +209,33 @@ def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -
         probe=probe,
         run_id=ctx.run_id,
     )
-    out = resolve(ctx.cwd, args.out or default_out)
-    rel = _write(ctx, out, evals.encode_result(result))
+    rel = _write(ctx, resolve(ctx.cwd, args.out or default_out), evals.encode_result(result))
+    return _report_eval(ctx, result, probe, rel)
+
+
+def _eval_cases(ctx: JobContext, cfg: Any) -> tuple[Path, str, list[evals.EvalCase]]:
+    """The held-out rows ([eval] data), recorded in the manifest with their checksum."""
+    if not cfg.eval.data:
+        raise JobError("no eval data: pass --data FILE (held-out rows) or set [eval] data in machine.toml")
+    data_path = resolve(ctx.cwd, cfg.eval.data)
+    try:
+        cases = evals.load_cases(data_path)
+    except evals.EvalError as exc:
+        raise JobError(str(exc)) from None
+    sha = runs.sha256_file(data_path)
+    ctx.add_data(
+        runs.DataSnapshot(
+            role="eval", source=str(data_path), path=str(data_path), sha256=sha, rows=len(cases)
+        )
+    )
+    return data_path, sha, cases
+
+
+def _report_eval(
+    ctx: JobContext, result: evals.EvalResult, probe: evals.ProbeResult | None, rel: str
+) -> tuple[dict[str, Any], str]:
+    """The `eval` event, and the job's result summary and message."""
+    name = result.name
     ctx.emit(
         ev.Eval(
             name=name,
@@ -242,10 +255,10 @@ def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -
         "n": result.n,
         "format_rate": result.format_rate,
         "bleed_rate": probe.bleed_rate if probe else None,
-        "checkpoint": checkpoint,
-        "engine": engine_name,
-        "model": model,
-        "seconds": timings.total_seconds,
+        "checkpoint": result.checkpoint,
+        "engine": result.engine,
+        "model": result.model,
+        "seconds": result.timings.total_seconds,
     }
     msg = f"{name}: {result.correct}/{result.n} correct ({result.accuracy:.0%}), format {result.format_rate:.0%}"
     if probe:

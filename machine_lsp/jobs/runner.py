@@ -256,17 +256,7 @@ def run(
     """Run one verb as this process's job. ``events_fd`` defaults to a private duplicate of fd 1."""
     cwd = (cwd or Path.cwd()).absolute()
     _install_signal_handlers()
-    if events_fd is None:
-        sys.stdout.flush()
-        events_fd = os.dup(1)
-        os.dup2(2, 1)  # stray prints go to stderr, never into the event stream
-    sink = _EventSink(events_fd)
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    for noisy in ("httpx", "httpcore", "urllib3"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
+    sink = _open_event_sink(events_fd)
     try:
         args = msgspec.json.decode(args_json.encode(), type=args_type)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -289,39 +279,7 @@ def run(
     ctx = JobContext(job, run_dir, manifest, sink, cwd)
     code = EXIT_FAILED
     try:
-        try:
-            _end_setup_shield()  # a cancel that arrived during set-up is honoured here, and recorded
-            ctx.emit(ev.Start(job=job, run_id=manifest.id, run_dir=str(run_dir), message=f"{job} started"))
-            log.info("%s started in %s (pid %d)", job, run_dir, os.getpid())
-            result, message = verb(ctx, args)
-        except Cancelled as exc:
-            _block_signals()
-            last = manifest.last_checkpoint
-            message = f"cancelled ({exc.args[0]})" + (
-                f"; last checkpoint {last}" if last else "; no checkpoint saved"
-            )
-            log.warning(message)
-            ctx.update(status="cancelled", error=message, error_kind="cancelled", finished_at=runs.now_iso())
-            ctx.emit(ev.Error(message=message, kind="cancelled"))
-            code = EXIT_CANCELLED
-        except JobError as exc:
-            _block_signals()
-            log.error("%s", exc)
-            ctx.update(status="failed", error=str(exc), error_kind=exc.kind, finished_at=runs.now_iso())
-            ctx.emit(ev.Error(message=str(exc), kind=exc.kind))
-            code = EXIT_FAILED
-        except Exception as exc:
-            _block_signals()
-            traceback.print_exc()
-            message = f"{type(exc).__name__}: {exc}"
-            ctx.update(status="failed", error=message, error_kind="crash", finished_at=runs.now_iso())
-            ctx.emit(ev.Error(message=f"{message} (traceback in {run_dir / runs.STDERR})", kind="crash"))
-            code = EXIT_FAILED
-        else:
-            _block_signals()
-            ctx.update(status="done", result=result, finished_at=runs.now_iso())
-            ctx.emit(ev.Done(result=result, message=message))
-            code = EXIT_DONE
+        code = _run_verb(ctx, verb, args)
     except Cancelled:  # a signal landed between the verb's end and the handlers being blocked
         _block_signals()
         if ctx.manifest.status == "running":
@@ -334,3 +292,55 @@ def run(
         tee.close()
         sink.close()
     return code
+
+
+def _open_event_sink(events_fd: int | None) -> _EventSink:
+    """The event stream (a private duplicate of fd 1 unless given; stray prints go to stderr) and logging."""
+    if events_fd is None:
+        sys.stdout.flush()
+        events_fd = os.dup(1)
+        os.dup2(2, 1)  # stray prints go to stderr, never into the event stream
+    sink = _EventSink(events_fd)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in ("httpx", "httpcore", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return sink
+
+
+def _run_verb(ctx: JobContext, verb: Verb, args: Any) -> int:
+    """Start, run the verb, and record how it ended (done, failed, crashed, cancelled): the exit code."""
+    job, run_dir, manifest = ctx.job, ctx.run_dir, ctx.manifest
+    try:
+        _end_setup_shield()  # a cancel that arrived during set-up is honoured here, and recorded
+        ctx.emit(ev.Start(job=job, run_id=manifest.id, run_dir=str(run_dir), message=f"{job} started"))
+        log.info("%s started in %s (pid %d)", job, run_dir, os.getpid())
+        result, message = verb(ctx, args)
+    except Cancelled as exc:
+        _block_signals()
+        last = manifest.last_checkpoint
+        message = f"cancelled ({exc.args[0]})" + (
+            f"; last checkpoint {last}" if last else "; no checkpoint saved"
+        )
+        log.warning(message)
+        ctx.update(status="cancelled", error=message, error_kind="cancelled", finished_at=runs.now_iso())
+        ctx.emit(ev.Error(message=message, kind="cancelled"))
+        return EXIT_CANCELLED
+    except JobError as exc:
+        _block_signals()
+        log.error("%s", exc)
+        ctx.update(status="failed", error=str(exc), error_kind=exc.kind, finished_at=runs.now_iso())
+        ctx.emit(ev.Error(message=str(exc), kind=exc.kind))
+        return EXIT_FAILED
+    except Exception as exc:
+        _block_signals()
+        traceback.print_exc()
+        message = f"{type(exc).__name__}: {exc}"
+        ctx.update(status="failed", error=message, error_kind="crash", finished_at=runs.now_iso())
+        ctx.emit(ev.Error(message=f"{message} (traceback in {run_dir / runs.STDERR})", kind="crash"))
+        return EXIT_FAILED
+    _block_signals()
+    ctx.update(status="done", result=result, finished_at=runs.now_iso())
+    ctx.emit(ev.Done(result=result, message=message))
+    return EXIT_DONE

@@ -114,36 +114,64 @@ def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
 
 
 def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
-    overrides = {k: getattr(args, k) for k in TRAIN_KEYS}
-    cfg = project_config(ctx, args.config, overrides).train
-    if smoke:
-        cfg = msgspec.structs.replace(cfg, steps=SMOKE_STEPS, epochs=1, save_every=0)
+    cfg = _config(ctx, args, smoke)
     model = cfg.resolved_model()
-    ctx.update(engine=cfg.engine, model=model, config=msgspec.to_builtins(cfg))
-
     labelled, snapshot = training_data(ctx, cfg.data)
     ctx.add_data(snapshot)
     ctx.log(f"data: {snapshot.rows} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})")
 
     engine = make_engine(ctx, cfg.engine, cfg.threads)
-    from machine_lsp.engines.base import EngineError, LoraSettings
+    datums = _datums(labelled, _renderer(engine, model), cfg)
+    plan = schedule(len(datums), cfg)
+    start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine, len(plan))
+    trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
+
+    loop = _TrainLoop(ctx, cfg, trainer, datums, plan, start_step)
+    sample: dict[str, str] | None = None
+    try:
+        loop.run(smoke)
+        if smoke:
+            sample = _sample_one(ctx, trainer, labelled[plan[0][0]][1], len(plan), args.sample_max_tokens)
+    finally:
+        loss_png = loop.close()
+    return _outcome(ctx, cfg, loop, snapshot, loss_png, sample if smoke else None, smoke)
+
+
+def _config(ctx: JobContext, args: TrainArgs, smoke: bool) -> TrainSection:
+    """machine.toml with the job's overrides (a smoke run: two steps, no checkpoints), recorded in the manifest."""
+    overrides = {k: getattr(args, k) for k in TRAIN_KEYS}
+    cfg = project_config(ctx, args.config, overrides).train
+    if smoke:
+        cfg = msgspec.structs.replace(cfg, steps=SMOKE_STEPS, epochs=1, save_every=0)
+    ctx.update(engine=cfg.engine, model=cfg.resolved_model(), config=msgspec.to_builtins(cfg))
+    return cfg
+
+
+def _renderer(engine: Any, model: str) -> Any:
+    from machine_lsp.engines.base import EngineError
 
     try:
-        renderer = renderer_for(engine, model)
+        return renderer_for(engine, model)
     except EngineError as exc:
         raise JobError(str(exc), kind="engine") from None
-    datums = _datums(labelled, renderer, cfg)
-    plan = schedule(len(datums), cfg)
-    total = len(plan)
 
-    start_step = 0
-    resume_from: str | None = None
-    if args.resume and not smoke:
-        resume_from, start_step = _resume_point(ctx, args.resume, cfg.engine)
-        if start_step >= total:
-            raise JobError(f"{args.resume} is already at step {start_step} of {total}: nothing left to train")
-        ctx.update(resumed_from=resume_from, steps_done=start_step)
-        ctx.log(f"resuming from {resume_from} at step {start_step}")
+
+def _resume(ctx: JobContext, ref: str | None, engine: str, total: int) -> tuple[int, str | None]:
+    """(first step to run minus one, checkpoint to resume from) for `--resume REF`, or (0, None)."""
+    if not ref:
+        return 0, None
+    resume_from, start_step = _resume_point(ctx, ref, engine)
+    if start_step >= total:
+        raise JobError(f"{ref} is already at step {start_step} of {total}: nothing left to train")
+    ctx.update(resumed_from=resume_from, steps_done=start_step)
+    ctx.log(f"resuming from {resume_from} at step {start_step}")
+    return start_step, resume_from
+
+
+def _create_trainer(
+    ctx: JobContext, engine: Any, model: str, cfg: TrainSection, resume_from: str | None
+) -> Any:
+    from machine_lsp.engines.base import EngineError, LoraSettings
 
     try:
         lora = LoraSettings(rank=cfg.rank, alpha=cfg.alpha, learning_rate=cfg.resolved_lr())
@@ -153,99 +181,143 @@ def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, 
         ctx.log(f"trainer ready in {time.perf_counter() - loaded:.1f} s")
     except EngineError as exc:
         raise JobError(str(exc), kind="engine") from None
+    return trainer
 
-    ctx.emit(ev.Progress(done=start_step, total=total, message=f"training {total} steps"))
-    history: list[StepRecord] = []
-    metrics = open(ctx.run_dir / "metrics.jsonl", "ab")  # noqa: SIM115
-    started = time.perf_counter()
-    saved_steps: set[int] = set()
-    tokens_total = 0
 
-    def save(step: int, final: bool) -> None:
+class _TrainLoop:
+    """The steps of one run: a batch per step, metrics.jsonl, step events, checkpoints, loss.png."""
+
+    def __init__(
+        self,
+        ctx: JobContext,
+        cfg: TrainSection,
+        trainer: Any,
+        datums: list[Any],
+        plan: list[list[int]],
+        start_step: int,
+    ) -> None:
+        self.ctx, self.cfg, self.trainer, self.datums, self.plan = ctx, cfg, trainer, datums, plan
+        self.start_step = start_step
+        self.total = len(plan)
+        self.history: list[StepRecord] = []
+        self.saved_steps: set[int] = set()
+        self.tokens_total = 0
+        ctx.emit(ev.Progress(done=start_step, total=self.total, message=f"training {self.total} steps"))
+        self.metrics = open(ctx.run_dir / "metrics.jsonl", "ab")  # noqa: SIM115
+        self.started = time.perf_counter()
+
+    def run(self, smoke: bool) -> None:
+        cfg, total = self.cfg, self.total
+        for step in range(self.start_step + 1, total + 1):
+            self.step(step)
+            if not smoke and cfg.save_every and step % cfg.save_every == 0 and step < total:
+                self.save(step, final=False)
+            elif step % 10 == 0:
+                self.ctx.save_manifest()
+        if not smoke:
+            if total in self.saved_steps:
+                self.ctx.manifest.checkpoints[-1].final = True
+                self.ctx.save_manifest()
+            else:
+                self.save(total, final=True)
+
+    def step(self, step: int) -> None:
+        from machine_lsp.engines.base import EngineError
+
+        batch = [self.datums[i] for i in self.plan[step - 1]]
+        lr = lr_at(step, self.total, self.cfg)
+        t0 = time.perf_counter()
+        try:
+            stats = self.trainer.forward_backward(batch)
+            self.trainer.optim_step(lr)
+        except EngineError as exc:
+            raise JobError(f"step {step}: {exc}", kind="engine") from None
+        seconds = time.perf_counter() - t0
+        if not math.isfinite(stats.loss):
+            raise JobError(f"step {step}: the loss is not finite ({stats.loss}); lower the learning rate")
+        record = StepRecord(step, stats.loss, lr, stats.tokens, stats.trained_tokens, seconds)
+        self.history.append(record)
+        self.metrics.write(msgspec.json.encode(record) + b"\n")
+        self.metrics.flush()
+        self.tokens_total += stats.tokens
+        per_step = (time.perf_counter() - self.started) / (step - self.start_step)
+        self.ctx.emit(
+            ev.Step(
+                step=step,
+                total=self.total,
+                loss=round(stats.loss, 6),
+                lr=lr,
+                tokens=stats.tokens,
+                seconds_per_step=round(per_step, 3),
+                eta_seconds=round(per_step * (self.total - step), 1),
+            )
+        )
+        self.ctx.manifest.steps_done = step
+
+    def save(self, step: int, final: bool) -> None:
+        from machine_lsp.engines.base import EngineError
+
         name = f"step-{step}"
+        ctx = self.ctx
         with ctx.shielded():  # a cancel during the save waits until the checkpoint is written and recorded
             try:
-                address = trainer.save(name)
+                address = self.trainer.save(name)
             except EngineError as exc:
                 raise JobError(f"saving checkpoint {name}: {exc}", kind="engine") from None
             ctx.add_checkpoint(
-                name, address, step, final=final, state=getattr(trainer, "last_state_path", None)
+                name, address, step, final=final, state=getattr(self.trainer, "last_state_path", None)
             )
-        saved_steps.add(step)
-        _write_loss_png(ctx, history)
+        self.saved_steps.add(step)
+        _write_loss_png(ctx, self.history)
 
+    def close(self) -> str | None:
+        """Close metrics.jsonl, record the manifest and draw loss.png (also after a failure or a cancel)."""
+        self.metrics.close()
+        self.ctx.save_manifest()
+        return _write_loss_png(self.ctx, self.history)
+
+
+def _sample_one(
+    ctx: JobContext, trainer: Any, row: TrainingRow, total: int, max_tokens: int
+) -> dict[str, str]:
+    """The smoke run's one sample: the first trained row's prompt, up to its last assistant message."""
+    from machine_lsp.core.schema import text_of
+    from machine_lsp.engines.base import EngineError
+
+    prompt = row.messages
+    prompt = prompt[: max(i for i, m in enumerate(prompt) if m.role == "assistant")]
+    ctx.emit(ev.Progress(done=total, total=total, message="sampling one answer"))
     try:
-        for step in range(start_step + 1, total + 1):
-            batch = [datums[i] for i in plan[step - 1]]
-            lr = lr_at(step, total, cfg)
-            t0 = time.perf_counter()
-            try:
-                stats = trainer.forward_backward(batch)
-                trainer.optim_step(lr)
-            except EngineError as exc:
-                raise JobError(f"step {step}: {exc}", kind="engine") from None
-            seconds = time.perf_counter() - t0
-            if not math.isfinite(stats.loss):
-                raise JobError(f"step {step}: the loss is not finite ({stats.loss}); lower the learning rate")
-            record = StepRecord(step, stats.loss, lr, stats.tokens, stats.trained_tokens, seconds)
-            history.append(record)
-            metrics.write(msgspec.json.encode(record) + b"\n")
-            metrics.flush()
-            tokens_total += stats.tokens
-            done = step - start_step
-            per_step = (time.perf_counter() - started) / done
-            ctx.emit(
-                ev.Step(
-                    step=step,
-                    total=total,
-                    loss=round(stats.loss, 6),
-                    lr=lr,
-                    tokens=stats.tokens,
-                    seconds_per_step=round(per_step, 3),
-                    eta_seconds=round(per_step * (total - step), 1),
-                )
-            )
-            ctx.manifest.steps_done = step
-            if not smoke and cfg.save_every and step % cfg.save_every == 0 and step < total:
-                save(step, final=False)
-            elif step % 10 == 0:
-                ctx.save_manifest()
-        if not smoke:
-            if total in saved_steps:
-                ctx.manifest.checkpoints[-1].final = True
-                ctx.save_manifest()
-            else:
-                save(total, final=True)
-        sample: dict[str, str] | None = None
-        if smoke:
-            from machine_lsp.core.schema import text_of
+        output = trainer.sampler().sample([prompt], max_tokens)[0]
+    except EngineError as exc:
+        raise JobError(f"sampling: {exc}", kind="engine") from None
+    users = [m for m in prompt if m.role == "user"]
+    sample = {"prompt": text_of(users[-1]) if users else "", "output": output}
+    ctx.log(f"sample: {sample['prompt']!r} -> {output!r}")
+    return sample
 
-            prompt = labelled[plan[0][0]][1].messages
-            prompt = prompt[: max(i for i, m in enumerate(prompt) if m.role == "assistant")]
-            ctx.emit(ev.Progress(done=total, total=total, message="sampling one answer"))
-            try:
-                output = trainer.sampler().sample([prompt], args.sample_max_tokens)[0]
-            except EngineError as exc:
-                raise JobError(f"sampling: {exc}", kind="engine") from None
-            users = [m for m in prompt if m.role == "user"]
-            sample = {"prompt": text_of(users[-1]) if users else "", "output": output}
-            ctx.log(f"sample: {sample['prompt']!r} -> {output!r}")
-    finally:
-        metrics.close()
-        ctx.save_manifest()
-        loss_png = _write_loss_png(ctx, history)
 
-    wall = time.perf_counter() - started
+def _outcome(
+    ctx: JobContext,
+    cfg: TrainSection,
+    loop: _TrainLoop,
+    snapshot: Any,
+    loss_png: str | None,
+    sample: dict[str, str] | None,
+    smoke: bool,
+) -> tuple[dict[str, Any], str]:
+    history = loop.history
+    wall = time.perf_counter() - loop.started
     losses = [h.loss for h in history]
     result: dict[str, Any] = {
         "engine": cfg.engine,
-        "model": model,
-        "steps": total,
+        "model": cfg.resolved_model(),
+        "steps": loop.total,
         "steps_run": len(history),
         "losses": [round(x, 6) for x in losses],
         "first_loss": losses[0] if losses else None,
         "final_loss": losses[-1] if losses else None,
-        "tokens": tokens_total,
+        "tokens": loop.tokens_total,
         "seconds": round(wall, 2),
         "seconds_per_step": round(wall / len(history), 3) if history else None,
         "loss_png": loss_png,

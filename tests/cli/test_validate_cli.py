@@ -185,6 +185,35 @@ def test_token_checks_with_the_embedded_model(tmp_path: Path, capsys: pytest.Cap
     assert report["eval"]["findings"] == []
 
 
+def test_token_checks_render_with_the_configured_train_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two_turns = json.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": "What is 2+2?"},
+                {"role": "assistant", "content": "answer: 4"},
+                {"role": "user", "content": "And 3+3?"},
+                {"role": "assistant", "content": "answer: 6"},
+            ]
+        }
+    )
+    train = write(tmp_path / "train.jsonl", two_turns)
+    monkeypatch.chdir(tmp_path)
+    counts = {}
+    for train_on in ("all_assistant_messages", "last_assistant_message"):
+        (tmp_path / "machine.toml").write_text(f'[train]\ntrain_on = "{train_on}"\n', encoding="utf-8")
+        code, report = run_json(capsys, str(train), "--model", "HuggingFaceTB/SmolLM2-135M-Instruct")
+        assert code == 0, report
+        counts[train_on] = report["stats"]["tokens"]
+    everything, last = counts["all_assistant_messages"], counts["last_assistant_message"]
+    assert everything["tokens"] == last["tokens"]
+    assert 0 < last["trained_tokens"] < everything["trained_tokens"]
+    (tmp_path / "machine.toml").write_text('[train]\ntrain_on = "nonsense"\n', encoding="utf-8")
+    assert main(["train", "validate", str(train), "--max-length", "100"]) == 2
+    assert "train_on" in capsys.readouterr().err
+
+
 def test_unavailable_tokenizer_exits_2_and_says_how_to_get_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -196,7 +225,7 @@ def test_unavailable_tokenizer_exits_2_and_says_how_to_get_it(
 
 def test_validator_and_its_command_import_nothing_heavy() -> None:
     code = (
-        "import sys, machine_lsp.core.validate, machine_lsp.core.readiness, machine_lsp.cli.validate_command;"
+        "import sys, machine_lsp.core.validate, machine_lsp.engines.readiness, machine_lsp.cli.validate_command;"
         "print(','.join(m for m in ('torch', 'transformers', 'tinker', 'tinker_cookbook', 'peft', 'pygls')"
         " if m in sys.modules))"
     )

@@ -44,6 +44,13 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def te_bound() -> float:
+    """The preflight's default deadline (20 s)."""
+    from machine_lsp.engines import tinker_engine as te
+
+    return te.PREFLIGHT_TIMEOUT_S
+
+
 def _preflight(tmp_path: Path, bound: float = 20.0, **env: str) -> tuple[dict, float, str]:
     started = time.monotonic()
     proc = subprocess.run(
@@ -58,6 +65,11 @@ def _preflight(tmp_path: Path, bound: float = 20.0, **env: str) -> tuple[dict, f
     return json.loads(proc.stdout.strip().splitlines()[-1]), wall, proc.stdout + proc.stderr
 
 
+# Timing: assert only the bound that is the feature (the preflight answers within its deadline), with room for a
+# loaded 2-core machine; how fast each case is goes in bench/jobs.py, not here (CONTRIBUTING.md, "Speed").
+ROOM_S = 10.0
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,13 +80,13 @@ def test_missing_key(tmp_path: Path) -> None:
     out, _, text = _preflight(tmp_path, TINKER_BASE_URL=f"http://127.0.0.1:{_closed_port()}")
     assert out["ok"] is False and out["reason"] == "missing-key"
     assert "TINKER_API_KEY" in out["message"] and "--engine local" in out["message"]
-    assert out["seconds"] < 5
+    assert out["seconds"] < te_bound() + ROOM_S
 
 
 def test_bad_key_without_prefix(tmp_path: Path) -> None:
     out, _, text = _preflight(tmp_path, TINKER_API_KEY="sk-not-a-tinker-key")
     assert out == {"ok": False, "reason": "bad-key", "message": out["message"], "seconds": out["seconds"]}
-    assert "start with 'tml-'" in out["message"] and out["seconds"] < 1
+    assert "start with 'tml-'" in out["message"] and out["seconds"] < te_bound() + ROOM_S
     assert "sk-not-a-tinker-key" not in text
 
 
@@ -83,7 +95,7 @@ def test_closed_local_port(tmp_path: Path) -> None:
     out, _, text = _preflight(tmp_path, TINKER_API_KEY=FAKE_KEY, TINKER_BASE_URL=f"http://127.0.0.1:{port}")
     assert out["ok"] is False and out["reason"] == "refused"
     assert f"127.0.0.1:{port}" in out["message"] and "connection refused" in out["message"]
-    assert out["seconds"] < 20
+    assert out["seconds"] < te_bound() + ROOM_S
     assert FAKE_KEY not in text
 
 
@@ -118,7 +130,7 @@ def test_server_that_accepts_but_never_answers_is_bounded(tmp_path: Path) -> Non
         server.close()
     assert out["ok"] is False and out["reason"] == "timeout"
     assert "did not answer within 4 s" in out["message"]
-    assert 3.5 < out["seconds"] < 8
+    assert 3.5 < out["seconds"] < 4.0 + ROOM_S  # it waited for its 4 s bound, and no longer
     assert FAKE_KEY not in text
 
 

@@ -1,0 +1,226 @@
+"""`machine train eval init|baseline|checkpoint|compare|probe`: held-out evaluation as jobs, and the comparison."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from machine_lsp.cli.job_render import run_job
+from machine_lsp.cli.job_support import (
+    EXIT_OK,
+    Usage,
+    add_job_args,
+    check_file,
+    cli_verb,
+    confirm_cost,
+    console_out,
+    resolved_engine,
+    show_help,
+)
+from machine_lsp.scaffold.config import MachineConfig
+
+if TYPE_CHECKING:
+    from machine_lsp.core.evals import Comparison
+
+
+def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
+    ev_parser = train_sub.add_parser(
+        "eval", help="held-out evaluation: init, baseline, checkpoint, compare, probe"
+    )
+    ev_sub = ev_parser.add_subparsers(dest="eval_command", metavar="VERB")
+    ev_parser.set_defaults(func=lambda args: show_help(ev_parser))
+
+    init = ev_sub.add_parser("init", help="write eval.py (and machine.toml if missing)")
+    init.add_argument("--force", action="store_true", help="overwrite eval.py")
+    init.set_defaults(func=_eval_init)
+
+    base = ev_sub.add_parser("baseline", help="evaluate the base model -> eval_results/baseline.json")
+    base.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
+    base.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
+    _eval_common(base)
+    base.set_defaults(func=_eval_baseline)
+
+    ck = ev_sub.add_parser("checkpoint", help="evaluate a checkpoint -> eval_results/<name>.json")
+    ck.add_argument(
+        "path",
+        metavar="PATH",
+        help="local://RUN/NAME, tinker://RUN/sampler_weights/NAME, a dir, or `latest` (newest training run)",
+    )
+    ck.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
+    ck.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
+    _eval_common(ck)
+    ck.set_defaults(func=_eval_checkpoint)
+
+    cmp_ = ev_sub.add_parser("compare", help="compare two eval results (B against A) + chart")
+    cmp_.add_argument("a", metavar="A.json")
+    cmp_.add_argument("b", metavar="B.json")
+    cmp_.add_argument("--rows", type=int, default=20, metavar="N", help="changed rows to list (default 20)")
+    cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp_.add_argument("--no-chart", action="store_true", help="do not write the PNG chart")
+    cmp_.set_defaults(func=_eval_compare)
+
+    probe = ev_sub.add_parser("probe", help="style-bleed probe of a checkpoint (or the base model)")
+    probe.add_argument(
+        "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
+    )
+    probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
+    _eval_common(probe)
+    probe.set_defaults(func=_eval_probe)
+
+
+def _eval_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-tokens", type=int, metavar="N", help="tokens per answer (default: [eval] max_tokens)"
+    )
+    p.add_argument("--format-pattern", metavar="RE", help="the trained answer format (regex)")
+    p.add_argument("--grader", choices=["exact", "contains", "regex"], help="override each row's match kind")
+    p.add_argument("--out", metavar="FILE", help="result file (default: eval_results/<name>.json)")
+    add_job_args(p)
+
+
+@cli_verb
+def _eval_init(args: argparse.Namespace) -> int:
+    from machine_lsp.scaffold.config import CONFIG_FILE, render_toml
+    from machine_lsp.scaffold.writer import ScaffoldExists, write_eval_scaffold
+
+    cwd = Path.cwd()
+    try:
+        written = write_eval_scaffold(cwd, command="machine train eval init", force=args.force)
+    except ScaffoldExists as exc:
+        raise Usage(str(exc)) from None
+    if not (cwd / CONFIG_FILE).exists():
+        (cwd / CONFIG_FILE).write_text(render_toml(MachineConfig()), encoding="utf-8")
+        written.append(cwd / CONFIG_FILE)
+    for path in written:
+        console_out().print(f"wrote [bold]{escape(path.name)}[/]")
+    console_out().print(
+        "next: [bold]machine train eval baseline --data EVAL.jsonl[/] (or python eval.py --data EVAL.jsonl)"
+    )
+    return EXIT_OK
+
+
+def _eval_payload(args: argparse.Namespace, checkpoint: str | None) -> dict[str, Any]:
+    return {
+        "config": args.config,
+        "engine": args.engine,
+        "model": args.model,
+        "data": getattr(args, "data", None),
+        "checkpoint": checkpoint,
+        "probe": getattr(args, "probe", False),
+        "probe_questions": getattr(args, "questions", None),
+        "max_tokens": args.max_tokens,
+        "format_pattern": args.format_pattern,
+        "grader": args.grader,
+        "out": args.out,
+    }
+
+
+@cli_verb
+def _eval_baseline(args: argparse.Namespace) -> int:
+    check_file(args.data, "eval data")
+    payload = _eval_payload(args, None)
+    confirm_cost(args, resolved_engine(args), "eval-baseline", payload)
+    return run_job("eval-baseline", payload, raw=args.json)
+
+
+@cli_verb
+def _eval_checkpoint(args: argparse.Namespace) -> int:
+    check_file(args.data, "eval data")
+    payload = _eval_payload(args, args.path)
+    confirm_cost(args, resolved_engine(args, args.path), "eval-checkpoint", payload)
+    return run_job("eval-checkpoint", payload, raw=args.json)
+
+
+@cli_verb
+def _eval_probe(args: argparse.Namespace) -> int:
+    check_file(args.questions, "probe questions")
+    payload = _eval_payload(args, args.path)
+    confirm_cost(args, resolved_engine(args, args.path), "eval-probe", payload)
+    return run_job("eval-probe", payload, raw=args.json)
+
+
+@cli_verb
+def _eval_compare(args: argparse.Namespace) -> int:
+    import msgspec
+
+    from machine_lsp.core import evals
+
+    try:
+        a = evals.load_result(Path(args.a))
+        b = evals.load_result(Path(args.b))
+        c = evals.compare(a, b)
+    except evals.EvalError as exc:
+        raise Usage(str(exc)) from None
+    chart: Path | None = None
+    if not args.no_chart:
+        from machine_lsp.jobs.charts import compare_chart
+
+        chart = Path(args.b).parent / f"compare-{Path(args.a).stem}-vs-{Path(args.b).stem}.png"
+        compare_chart(c, chart)
+    if args.json:
+        payload = msgspec.to_builtins(c)
+        payload["chart"] = str(chart) if chart else None
+        print(json.dumps(payload, indent=2))
+        return EXIT_OK
+    out = console_out()
+    if not c.same_data:
+        out.print("[yellow]warning: the two results were not run on the same data file (checksums differ)[/]")
+    out.print(_summary_table(c))
+    out.print(
+        f"gained {c.gained} (wrong → right), lost {c.lost} (right → wrong), both right {c.both_correct}, "
+        f"both wrong {c.both_wrong}; exact McNemar p = {c.mcnemar_p:.4g}"
+    )
+    if c.only_in_a or c.only_in_b:
+        out.print(f"[yellow]unpaired rows: {len(c.only_in_a)} only in A, {len(c.only_in_b)} only in B[/]")
+    if c.changed:
+        out.print(_changed_rows_table(c, args.rows))
+    if chart:
+        out.print(f"chart: {escape(str(chart))}")
+    return EXIT_OK
+
+
+def _summary_table(c: Comparison) -> Table:
+    table = Table(title=f"{escape(c.a_name)} → {escape(c.b_name)}  ({c.n} paired rows)")
+    table.add_column("")
+    table.add_column(escape(c.a_name), justify="right")
+    table.add_column(escape(c.b_name), justify="right")
+    table.add_column("Δ", justify="right")
+    table.add_row(
+        "accuracy",
+        f"{c.a_accuracy:.1%} ({c.a_correct})",
+        f"{c.b_accuracy:.1%} ({c.b_correct})",
+        f"{c.delta:+.1%}",
+    )
+    table.add_row(
+        "format rate",
+        f"{c.a_format_rate:.1%}",
+        f"{c.b_format_rate:.1%}",
+        f"{c.b_format_rate - c.a_format_rate:+.1%}",
+    )
+    if c.a_bleed_rate is not None or c.b_bleed_rate is not None:
+        fa = f"{c.a_bleed_rate:.1%}" if c.a_bleed_rate is not None else "–"
+        fb = f"{c.b_bleed_rate:.1%}" if c.b_bleed_rate is not None else "–"
+        table.add_row("bleed rate", fa, fb, "")
+    return table
+
+
+def _changed_rows_table(c: Comparison, limit: int) -> Table:
+    rows = Table(title=f"changed rows ({len(c.changed)})")
+    for col in ("id", "prompt", "expected", escape(c.a_name), escape(c.b_name)):
+        rows.add_column(col, overflow="fold")
+    for r in c.changed[:limit]:
+        mark_a = "✓" if r.a_correct else "✗"
+        mark_b = "✓" if r.b_correct else "✗"
+        rows.add_row(
+            escape(r.id),
+            escape(r.prompt[:60]),
+            escape(r.expected),
+            f"{mark_a} {escape(r.a_output[:40])}",
+            f"{mark_b} {escape(r.b_output[:40])}",
+        )
+    return rows

@@ -1,0 +1,139 @@
+"""Running a job child from the CLI: its JSON-lines events as rich progress bars, and the CLI exit code.
+
+The child is the same process the language server starts (`python -m machine_lsp.jobs VERB`), driven through
+the one job client (machine_lsp.jobs.client), so the CLI and the editor share one code path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from machine_lsp.cli.job_support import (
+    CANCEL_GRACE_S,
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    console_err,
+    console_out,
+)
+from machine_lsp.jobs import events as ev
+from machine_lsp.jobs.client import JobOutcome, JobProcess, job_command
+
+
+class _Renderer:
+    """Turns job events into rich progress bars and lines."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold blue]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task: TaskID | None = None
+        self.kind: str | None = None
+
+    def _bar(self, kind: str, description: str, total: int | None) -> TaskID:
+        if self.task is None or self.kind != kind:
+            if self.task is not None:
+                self.progress.stop_task(self.task)
+            self.task = self.progress.add_task(description, total=total, info="")
+            self.kind = kind
+        return self.task
+
+    def handle(self, event: ev.Event) -> None:
+        p = self.progress
+        if isinstance(event, ev.Start):
+            p.console.print(f"[dim]{event.job} · run {event.run_id}[/]")
+        elif isinstance(event, ev.Step):
+            task = self._bar("step", "train", event.total)
+            eta = f" · eta {event.eta_seconds:.0f}s" if event.eta_seconds is not None else ""
+            info = f"loss {event.loss:.4f} · lr {event.lr:.2g} · {event.tokens} tok · {event.seconds_per_step:.2f} s/step{eta}"
+            p.update(task, completed=event.step, total=event.total, info=info)
+            if event.total is not None and event.total <= 50:
+                p.console.print(f"[dim]step {event.step}/{event.total} loss {event.loss:.4f}[/]")
+        elif isinstance(event, ev.Progress):
+            if event.total is None:
+                p.console.print(f"[dim]{escape(event.message)}[/]")
+                return
+            label = event.message.split(":", 1)[0] if ":" in event.message else "progress"
+            task = self._bar(f"progress:{label}", label[:24], event.total)
+            p.update(task, completed=event.done, total=event.total, info=escape(event.message))
+        elif isinstance(event, ev.Checkpoint):
+            p.console.print(f"checkpoint [bold]{escape(event.name)}[/] → {escape(event.address)}")
+        elif isinstance(event, ev.Eval):
+            extra = f", format {event.format_rate:.0%}" if event.format_rate is not None else ""
+            extra += f", bleed {event.bleed_rate:.0%}" if event.bleed_rate is not None else ""
+            p.console.print(
+                f"[bold]{escape(event.name)}[/]: {event.correct}/{event.n} correct ({event.accuracy:.0%}){extra}"
+                f" → {escape(event.result_path)}"
+            )
+        elif isinstance(event, ev.Log):
+            style = {"warning": "yellow", "error": "red"}.get(event.level, "dim")
+            p.console.print(f"[{style}]{escape(event.message)}[/]")
+
+
+def run_job(verb: str, payload: dict[str, Any], *, raw: bool = False, cwd: Path | None = None) -> int:
+    """Run a job child, render its events, return the CLI exit code (0 done, 1 failed, 2 usage, 130 cancelled)."""
+    job = JobProcess.start(job_command(verb, payload), cwd=cwd or Path.cwd())
+    console = console_out()
+    interrupted = False
+    try:
+        _follow(job, _Renderer(console), raw)
+    except KeyboardInterrupt:
+        interrupted = True
+        console_err().print("[yellow]cancelling… (the job records its last checkpoint)[/]")
+        job.cancel()
+        for _line in job:  # read to the end: the child still reports how it ended
+            pass
+    outcome = job.wait(CANCEL_GRACE_S)
+    if not raw:
+        _print_outcome(console, outcome)
+    return _exit_code(outcome, interrupted)
+
+
+def _follow(job: JobProcess, renderer: _Renderer, raw: bool) -> None:
+    """Every event as a bar or line (or, with raw, every stdout line as it came)."""
+    with contextlib.ExitStack() as stack:
+        if not raw:
+            stack.enter_context(renderer.progress)
+        for line in job:
+            if raw:
+                sys.stdout.write(line.raw.decode("utf-8", "replace"))
+                sys.stdout.flush()
+            elif line.event is not None:
+                renderer.handle(line.event)
+
+
+def _print_outcome(console: Console, outcome: JobOutcome) -> None:
+    final = outcome.final
+    if isinstance(final, ev.Done):
+        console.print(f"[green]✓[/] {escape(final.message)}")
+    elif isinstance(final, ev.Error):
+        style = "yellow" if final.kind == "cancelled" else "red"
+        console_err().print(f"[{style}]✗ {escape(final.message)}[/]")
+    else:
+        console_err().print(f"[red]✗ the job exited with status {outcome.returncode} without a result[/]")
+        for line in outcome.stderr_tail[-15:]:
+            console_err().print(f"[dim]{escape(line)}[/]")
+
+
+def _exit_code(outcome: JobOutcome, interrupted: bool) -> int:
+    final, code = outcome.final, outcome.returncode
+    if isinstance(final, ev.Done):
+        return EXIT_OK
+    if isinstance(final, ev.Error):
+        return {"usage": EXIT_USAGE, "cancelled": EXIT_CANCELLED}.get(final.kind, EXIT_FAILED)
+    return EXIT_CANCELLED if interrupted else (code if code > 0 else EXIT_FAILED)

@@ -1,0 +1,247 @@
+"""The fast path: msgspec typed decodes whose types and constraints encode most rules, plus a few cheap checks.
+
+A line the fast path accepts has no findings; anything it rejects goes to the slow path (rules.py), which
+defines the rules. tests/core/test_validate.py checks the structs stay in step with machine_lsp.core.schema."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Annotated, Literal
+
+import msgspec
+
+from machine_lsp.core.validate.findings import _CLEAN, Kind, LineResult
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+MATCHES = ("exact", "contains", "regex")
+
+
+_NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class _Text(msgspec.Struct, tag="text", tag_field="type", gc=False):
+    text: str
+
+
+class _Thinking(msgspec.Struct, tag="thinking", tag_field="type", gc=False):
+    thinking: str
+
+
+class _Function(msgspec.Struct, gc=False):
+    name: str
+    arguments: str
+
+
+class _ToolCall(msgspec.Struct, gc=False):
+    id: str
+    function: _Function
+    type: str = "function"
+
+
+class _Message(msgspec.Struct, gc=False):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: _NonEmpty | Annotated[list[_Text | _Thinking], msgspec.Meta(min_length=1)]
+    tool_calls: list[_ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class _Row(msgspec.Struct, gc=False):
+    messages: Annotated[list[_Message], msgspec.Meta(min_length=1)]
+    expected: _NonEmpty | None = None
+    match: Literal["exact", "contains", "regex"] = "exact"
+    id: str | None = None
+
+
+class _LooseMessage(msgspec.Struct, gc=False):
+    """_Message without the non-empty rule: an assistant message that makes tool calls may have no text."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[_Text | _Thinking]
+    tool_calls: list[_ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class _LooseRow(msgspec.Struct, gc=False):
+    messages: Annotated[list[_LooseMessage], msgspec.Meta(min_length=1)]
+    expected: _NonEmpty | None = None
+    match: Literal["exact", "contains", "regex"] = "exact"
+    id: str | None = None
+
+
+class _PlainText(msgspec.Struct, tag="text", tag_field="type", gc=False):
+    text: _NonEmpty
+
+
+class _PlainThinking(msgspec.Struct, tag="thinking", tag_field="type", gc=False):
+    thinking: _NonEmpty
+
+
+class _PlainMessage(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """The common message: no tools, string content or parts that all have text. A row of these needs no check
+    beyond its last role, so the file loop tries it first; anything else (tool calls, a part with empty text,
+    unknown keys) takes the full fast path."""
+
+    role: Literal["system", "user", "assistant"]
+    content: _NonEmpty | Annotated[list[_PlainText | _PlainThinking], msgspec.Meta(min_length=1)]
+    name: str | None = None
+
+
+class _PlainRow(msgspec.Struct, gc=False):
+    messages: Annotated[list[_PlainMessage], msgspec.Meta(min_length=1)]
+    expected: _NonEmpty | None = None
+    match: Literal["exact", "contains", "regex"] = "exact"
+    id: str | None = None
+
+
+_plain_row_decoder = msgspec.json.Decoder(_PlainRow)
+
+
+_row_decoder = msgspec.json.Decoder(_Row)
+
+
+_loose_row_decoder = msgspec.json.Decoder(_LooseRow)
+
+
+_any_decoder = msgspec.json.Decoder()
+
+
+@functools.lru_cache(maxsize=4096)
+def _regex_error(pattern: str) -> str | None:
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        return str(exc)
+    return None
+
+
+def _json_ok(text: str) -> bool:
+    try:
+        _any_decoder.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
+    seen: set[str] = set()
+    any_call = False
+    for message in messages:
+        if message.tool_calls:
+            if message.role != "assistant":
+                return False
+            for call in message.tool_calls:
+                if not _json_ok(call.function.arguments):
+                    return False
+                seen.add(call.id)
+            any_call = True
+        if message.role == "tool":
+            if message.tool_call_id is None:
+                if not any_call:
+                    return False
+            elif message.tool_call_id not in seen:
+                return False
+    return True
+
+
+def _fast_parts_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
+    for message in messages:
+        content = message.content
+        if type(content) is list and not any(
+            (part.text if type(part) is _Text else part.thinking) for part in content
+        ):
+            return False
+    return True
+
+
+def _fast_prompt_key(messages: list[_Message] | list[_LooseMessage] | list[_PlainMessage]) -> str | None:
+    for message in reversed(messages):
+        if message.role == "user":
+            content = message.content
+            if type(content) is str:
+                return content.strip()
+            return "".join(part.text for part in content if type(part) in _TEXT_PARTS).strip()
+    return None
+
+
+_TEXT_PARTS = (_Text, _PlainText)
+
+
+def _loose_tool_row(text: str | bytes) -> _LooseRow | None:
+    """Rows with tool calls often carry `"content": ""` on the calling assistant message: decode them leniently
+    and allow empty content exactly there."""
+    try:
+        row = _loose_row_decoder.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    for message in row.messages:
+        if not message.content and not (message.role == "assistant" and message.tool_calls):
+            return None
+    return row
+
+
+def _plain_check(text: str | bytes, kind: Kind, want_prompt: bool) -> LineResult | None:
+    """The file loop's plain-row shortcut (see _check_lines) as a LineResult, for check_line."""
+    try:
+        row = _plain_row_decoder.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    messages = row.messages
+    if kind == "eval" or (kind == "auto" and row.expected is not None):
+        if not _fast_eval_ok(row):
+            return None
+        row_kind: Literal["train", "eval"] = "eval"
+    elif messages[-1].role == "assistant":
+        row_kind = "train"
+    else:
+        return None
+    prompt_key = _fast_prompt_key(messages) if want_prompt else None
+    return LineResult(_CLEAN, hash(text), prompt_key, len(text), row_kind, len(messages))
+
+
+def _fast_check(text: str | bytes, kind: Kind, want_prompt: bool = True) -> LineResult | None:
+    """A clean LineResult, or None when the line needs the precise slow path.
+
+    `text` may be the line's UTF-8 bytes (msgspec validates the encoding); then `width` is a byte count, which
+    the file pass never uses (it measures lines with _Pass.width_of).
+    """
+    row: _Row | _LooseRow | None
+    if ('"tool_calls"' if type(text) is str else b'"tool_calls"') in text:
+        # The lenient decode accepts every row the strict one does (and checks the rest), so it alone decides.
+        row = _loose_tool_row(text)
+    else:
+        try:
+            row = _row_decoder.decode(text)
+        except (msgspec.DecodeError, RecursionError):
+            row = None
+    if row is None:
+        return None
+    messages = row.messages
+    if kind == "eval" or (kind == "auto" and row.expected is not None):
+        if row.expected is None or messages[-1].role != "user":
+            return None
+        if row.match == "regex" and _regex_error(row.expected) is not None:
+            return None
+        row_kind: Literal["train", "eval"] = "eval"
+    else:
+        if messages[-1].role != "assistant":
+            return None
+        row_kind = "train"
+    # Structural checks, not substring guards: keys and roles may be written with JSON escapes ("\u0074ool").
+    if not _fast_tools_ok(messages) or not _fast_parts_ok(messages):
+        return None
+    prompt_key = _fast_prompt_key(messages) if want_prompt else None
+    return LineResult(_CLEAN, hash(text), prompt_key, len(text), row_kind, len(messages))
+
+
+def _fast_eval_ok(row: _Row | _PlainRow) -> bool:
+    expected = row.expected
+    return (
+        expected is not None
+        and row.messages[-1].role == "user"
+        and (row.match != "regex" or _regex_error(expected) is None)
+    )

@@ -1,0 +1,510 @@
+"""The slow path: the row rules, each finding with its exact position and, where mechanical, a fix."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+import msgspec
+
+from machine_lsp.core.validate.fast import MATCHES, ROLES, _any_decoder, _json_ok, _regex_error
+from machine_lsp.core.validate.findings import Finding, Fix, Kind, LineResult, Severity, TextEdit
+from machine_lsp.core.validate.spans import _item_span, _Span, _span_of, _spans, _value_span
+
+# Roles that other chat formats use, mapped to ours (ShareGPT, Gemini, ...); offered as fixes.
+ROLE_SYNONYMS = {
+    "human": "user",
+    "gpt": "assistant",
+    "model": "assistant",
+    "bot": "assistant",
+    "ai": "assistant",
+}
+
+
+MAX_JSON_RELOCATE_CHARS = 4_000_000
+
+
+class _LineChecker:
+    def __init__(self, text: str, line_no: int) -> None:
+        self.text = text
+        self.line_no = line_no
+        self.findings: list[Finding] = []
+        body = text.rstrip()
+        self.value_start = len(body) - len(body.lstrip())
+        self.value_end = len(body)
+
+    def add(
+        self,
+        code: str,
+        message: str,
+        start: int,
+        end: int,
+        severity: Severity = "error",
+        fix: Fix | None = None,
+    ) -> None:
+        end = max(end, start)
+        self.findings.append(
+            Finding(self.line_no, start + 1, self.line_no, end + 1, severity, code, message, fix)
+        )
+
+    def edit(self, start: int, end: int, new_text: str) -> TextEdit:
+        return TextEdit(self.line_no, start + 1, self.line_no, end + 1, new_text)
+
+    def whole(self) -> tuple[int, int]:
+        return self.value_start, self.value_end
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _text_of_content(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return None
+
+
+def _looks_like_messages(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(item, dict) and "role" in item for item in value)
+    )
+
+
+def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
+    ck = _LineChecker(text, line_no)
+    width = len(text)
+    try:
+        obj = _any_decoder.decode(text)
+    except RecursionError:
+        ck.add("json-too-deep", "JSON is nested too deeply to be a chat row", *ck.whole())
+        return LineResult(ck.findings, None, None, width)
+    except msgspec.DecodeError as exc:
+        _json_error(ck, exc)
+        return LineResult(ck.findings, None, None, width)
+
+    if not isinstance(obj, dict):
+        _not_an_object(ck, obj)
+        return LineResult(ck.findings, None, None, width)
+
+    root = _spans(text)
+    expected = obj.get("expected")
+    is_eval = kind == "eval" or (kind == "auto" and expected is not None)
+    row_kind: Literal["train", "eval"] = "eval" if is_eval else "train"
+    messages = obj.get("messages")
+    prompt_key: str | None = None
+    n_messages = 0
+    messages_span = _value_span(root, "messages")
+    if isinstance(messages, list) and messages:
+        n_messages = len(messages)
+        prompt_key = _check_messages(ck, messages, messages_span, is_eval)
+    else:
+        _no_messages(ck, obj, messages_span)
+
+    if is_eval:
+        _check_eval_keys(ck, obj, root)
+    return LineResult(ck.findings, hash(text), prompt_key, width, row_kind, n_messages)
+
+
+def _not_an_object(ck: _LineChecker, obj: Any) -> None:
+    """A line that is JSON but not a row: a bare list of messages (with a fix that wraps it), or anything else."""
+    if _looks_like_messages(obj):
+        start, end = ck.whole()
+        fix = Fix(
+            'Wrap the list into {"messages": ...}',
+            [ck.edit(end, end, "}"), ck.edit(start, start, '{"messages": ')],
+        )
+        ck.add(
+            "bare-messages",
+            'line is a bare list of messages; a row is an object: {"messages": [...]}',
+            start,
+            end,
+            fix=fix,
+        )
+    else:
+        ck.add(
+            "not-object",
+            f'a row must be a JSON object like {{"messages": [...]}}, not {_describe(obj)}',
+            *ck.whole(),
+        )
+
+
+def _no_messages(ck: _LineChecker, obj: dict[str, Any], messages_span: _Span | None) -> None:
+    """A row whose `messages` is missing, not a list, or empty."""
+    messages = obj.get("messages")
+    if "messages" not in obj:
+        hint = (
+            " (this looks like ShareGPT: rename `conversations` and use role/content)"
+            if "conversations" in obj
+            else ""
+        )
+        ck.add("messages-missing", f"row has no `messages` key{hint}", *ck.whole())
+    elif not isinstance(messages, list):
+        ck.add(
+            "messages-not-list",
+            f"`messages` must be a list of messages, not {_describe(messages)}",
+            *_span_of(messages_span, ck.whole()),
+        )
+    else:
+        ck.add("messages-empty", "`messages` is empty", *_span_of(messages_span, ck.whole()))
+
+
+_JSON_ERROR_POS = re.compile(r"\(byte (\d+)\)")
+
+
+def _json_error(ck: _LineChecker, exc: msgspec.DecodeError) -> None:
+    text = ck.text
+    # Python's json gives code-point positions and plain messages; msgspec stays the judge of validity. On huge
+    # lines json would build the whole (broken) value first, so take msgspec's byte offset there instead.
+    pos: int | None = None
+    reason: str | None = None
+    if len(text) <= MAX_JSON_RELOCATE_CHARS:
+        try:
+            json.loads(text, parse_constant=_reject_constant)
+        except json.JSONDecodeError as err:
+            pos, reason = err.pos, err.msg.removesuffix(" starting at")
+        except (ValueError, RecursionError):
+            pass
+    if pos is None:
+        pos, reason = _msgspec_error_position(text, str(exc))
+    assert reason is not None
+    body_end = ck.value_end
+    if ck.value_start == body_end:
+        ck.add("json-invalid", "line is not JSON", 0, len(text))
+        return
+    if reason == "Extra data":
+        rest = text[pos:body_end]
+        if rest == ",":
+            ck.add(
+                "trailing-comma",
+                "trailing comma after the row (JSONL has one object per line, no separators)",
+                pos,
+                body_end,
+                fix=Fix("Remove the trailing comma", [ck.edit(pos, body_end, "")]),
+            )
+            return
+        fix = None
+        if _json_ok(rest):
+            gap_start = len(text[:pos].rstrip())
+            fix = Fix("Split into one row per line", [ck.edit(gap_start, pos, "\n")])
+        ck.add("json-trailing-data", "unexpected data after the JSON value", pos, body_end, fix=fix)
+        return
+    if pos >= body_end:
+        ck.add(
+            "json-invalid",
+            "line ends before the JSON value is complete (unclosed string, list or object?)",
+            max(body_end - 1, 0),
+            body_end,
+        )
+        return
+    if text[pos] in "]}":
+        before = text[:pos].rstrip()
+        if before.endswith(","):
+            comma = len(before) - 1
+            ck.add(
+                "trailing-comma",
+                f"trailing comma before `{text[pos]}`",
+                comma,
+                comma + 1,
+                fix=Fix("Remove the trailing comma", [ck.edit(comma, comma + 1, "")]),
+            )
+            return
+    ck.add("json-invalid", f"not valid JSON: {reason[:1].lower() + reason[1:]}", pos, pos + 1)
+
+
+def _msgspec_error_position(text: str, message: str) -> tuple[int, str]:
+    """Code-point position and reason of a msgspec decode error (its byte offsets differ by error kind)."""
+    reason = message.removeprefix("JSON is malformed: ").split(" (byte")[0]
+    if "truncated" in message:
+        return len(text), "truncated"
+    found = _JSON_ERROR_POS.search(message)
+    byte = int(found.group(1)) if found else 0
+    if reason == "trailing characters":
+        byte, reason = byte - 1, "Extra data"  # msgspec points one past the first trailing character
+    prefix = text.encode("utf-8", "surrogatepass")[: max(byte, 0)]
+    return len(prefix.decode("utf-8", "ignore")), reason
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, is_eval: bool) -> str | None:
+    tool_ids: set[str] = set()
+    any_call = False
+    roles: list[str | None] = []
+    prompt_key: str | None = None
+    whole = _span_of(span, ck.whole())
+    for index, message in enumerate(messages):
+        mspan = _item_span(span, index)
+        mrange = _span_of(mspan, whole)
+        if not isinstance(message, dict):
+            ck.add(
+                "message-not-object",
+                f"message {index + 1} must be an object, not {_describe(message)}",
+                *mrange,
+            )
+            roles.append(None)
+            continue
+        role = _check_role(ck, message, mspan, mrange, index)
+        roles.append(role)
+        calls = message.get("tool_calls")
+        has_calls = isinstance(calls, list) and len(calls) > 0
+        # Judge the content by the role the writer meant ("Assistant"), so one typo gives one finding.
+        intended = role if role is not None else _suggested_role(message.get("role"))
+        _check_content(ck, message, mspan, mrange, index, intended == "assistant" and has_calls)
+        if calls is not None:
+            ids = _check_tool_calls(ck, calls, _value_span(mspan, "tool_calls"), mrange, index, role)
+            tool_ids.update(ids)
+            any_call = any_call or has_calls
+        for key in ("tool_call_id", "name"):
+            value = message.get(key)
+            if value is not None and not isinstance(value, str):
+                ck.add(
+                    "field-type",
+                    f"`{key}` of message {index + 1} must be a string, not {_describe(value)}",
+                    *_span_of(_value_span(mspan, key), mrange),
+                )
+        if role == "tool":
+            _check_tool_answer(ck, message, mspan, mrange, index, tool_ids, any_call)
+        if role == "user":
+            text = _text_of_content(message.get("content"))
+            if text is not None:
+                prompt_key = text.strip()
+
+    if all(r is not None for r in roles):
+        _check_ending(ck, roles, _span_of(_item_span(span, len(messages) - 1), whole), whole, is_eval)
+    return prompt_key
+
+
+def _check_tool_answer(
+    ck: _LineChecker,
+    message: dict[str, Any],
+    mspan: _Span | None,
+    mrange: tuple[int, int],
+    index: int,
+    tool_ids: set[str],
+    any_call: bool,
+) -> None:
+    """A tool message must answer a call an earlier assistant message made."""
+    call_id = message.get("tool_call_id")
+    if call_id is None:
+        if not any_call:
+            ck.add(
+                "tool-unmatched",
+                f"tool message {index + 1} answers no tool call (no assistant tool_calls before it)",
+                *mrange,
+            )
+    elif isinstance(call_id, str) and call_id not in tool_ids:
+        ck.add(
+            "tool-unmatched",
+            f"tool message {index + 1} answers tool call `{call_id}`, which no earlier assistant message made",
+            *_span_of(_value_span(mspan, "tool_call_id"), mrange),
+        )
+
+
+def _check_ending(
+    ck: _LineChecker,
+    roles: list[str | None],
+    last_range: tuple[int, int],
+    whole: tuple[int, int],
+    is_eval: bool,
+) -> None:
+    """An eval row ends with the user turn the model answers; a training row with an assistant message."""
+    if is_eval:
+        if roles[-1] != "user":
+            ck.add(
+                "eval-last-not-user",
+                f"an eval row must end with the user turn the model answers; it ends with `{roles[-1]}`",
+                *last_range,
+            )
+    elif "assistant" not in roles:
+        ck.add("no-assistant", "no assistant message: nothing to train on", *whole)
+    elif roles[-1] != "assistant":
+        ck.add(
+            "last-not-assistant",
+            f"a training row must end with an assistant message; it ends with `{roles[-1]}`",
+            *last_range,
+        )
+
+
+def _check_role(
+    ck: _LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
+) -> str | None:
+    if "role" not in message:
+        ck.add("role-missing", f"message {index + 1} has no `role`", *mrange)
+        return None
+    role = message["role"]
+    if role in ROLES:
+        return role
+    rrange = _span_of(_value_span(mspan, "role"), mrange)
+    if not isinstance(role, str):
+        ck.add("role-unknown", f"`role` must be a string, not {_describe(role)}", *rrange)
+        return None
+    wanted = _suggested_role(role)
+    fix = None
+    hint = ""
+    if wanted is not None:
+        fix = Fix(f'Change role to "{wanted}"', [ck.edit(*rrange, f'"{wanted}"')])
+        hint = f'; did you mean "{wanted}"?'
+    ck.add(
+        "role-unknown",
+        f'unknown role "{role}" (expected system, user, assistant or tool){hint}',
+        *rrange,
+        fix=fix,
+    )
+    return None
+
+
+def _suggested_role(role: Any) -> str | None:
+    """The role a misspelt one most likely means ("Assistant", " USER", "gpt"), or None."""
+    if not isinstance(role, str):
+        return None
+    wanted = role.strip().lower()
+    wanted = ROLE_SYNONYMS.get(wanted, wanted)
+    return wanted if wanted in ROLES else None
+
+
+def _check_content(
+    ck: _LineChecker,
+    message: dict[str, Any],
+    mspan: _Span | None,
+    mrange: tuple[int, int],
+    index: int,
+    may_be_empty: bool,
+) -> None:
+    where = f"message {index + 1}"
+    if "content" not in message:
+        ck.add("content-missing", f"{where} has no `content`", *mrange)
+        return
+    content = message["content"]
+    cspan = _value_span(mspan, "content")
+    crange = _span_of(cspan, mrange)
+    if isinstance(content, str):
+        if not content and not may_be_empty:
+            ck.add("content-empty", f"{where} has empty content", *crange)
+        return
+    if isinstance(content, list):
+        any_text = False
+        valid = True
+        for part_index, part in enumerate(content):
+            prange = _span_of(_item_span(cspan, part_index), crange)
+            kind = part.get("type") if isinstance(part, dict) else None
+            field = {"text": "text", "thinking": "thinking"}.get(kind) if isinstance(kind, str) else None
+            if field is None or not isinstance(part.get(field), str):
+                valid = False
+                ck.add(
+                    "content-part-invalid",
+                    f'part {part_index + 1} of {where} must be {{"type": "text", "text": ...}} or '
+                    '{"type": "thinking", "thinking": ...}',
+                    *prange,
+                )
+            elif part[field]:
+                any_text = True
+        if valid and not any_text and not may_be_empty:
+            ck.add("content-empty", f"{where} has empty content", *crange)
+        return
+    fix = None
+    if content is None and may_be_empty:
+        fix = Fix('Replace null with ""', [ck.edit(*crange, '""')])
+    ck.add(
+        "content-type",
+        f"`content` of {where} must be a string or a list of parts, not {_describe(content)}",
+        *crange,
+        fix=fix,
+    )
+
+
+def _check_tool_calls(
+    ck: _LineChecker, calls: Any, span: _Span | None, mrange: tuple[int, int], index: int, role: str | None
+) -> list[str]:
+    where = f"message {index + 1}"
+    crange = _span_of(span, mrange)
+    if not isinstance(calls, list):
+        ck.add(
+            "tool-call-invalid", f"`tool_calls` of {where} must be a list, not {_describe(calls)}", *crange
+        )
+        return []
+    if calls and role is not None and role != "assistant":
+        ck.add("tool-call-invalid", f"only assistant messages make tool calls ({where} is `{role}`)", *crange)
+    ids: list[str] = []
+    for call_index, call in enumerate(calls):
+        cspan = _item_span(span, call_index)
+        one = _span_of(cspan, crange)
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("id"), str)
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments"), str)
+            or not isinstance(call.get("type", "function"), str)
+        ):
+            ck.add(
+                "tool-call-invalid",
+                f'tool call {call_index + 1} of {where} must look like {{"id": "...", "type": "function", '
+                '"function": {"name": "...", "arguments": "<JSON text>"}}',
+                *one,
+            )
+            continue
+        ids.append(call["id"])
+        if not _json_ok(function["arguments"]):
+            arange = _span_of(_value_span(_value_span(cspan, "function"), "arguments"), one)
+            ck.add(
+                "tool-arguments-json",
+                f"`arguments` of tool call {call_index + 1} is not JSON text",
+                *arange,
+                severity="warning",
+            )
+    return ids
+
+
+def _check_eval_keys(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) -> None:
+    whole = ck.whole()
+    expected = obj.get("expected")
+    erange = _span_of(_value_span(root, "expected"), whole)
+    if expected is None:
+        ck.add(
+            "expected-missing", 'eval row has no `expected` answer (e.g. "expected": "answer: 62")', *whole
+        )
+    elif not isinstance(expected, str):
+        ck.add("expected-type", f"`expected` must be a string, not {_describe(expected)}", *erange)
+    elif not expected:
+        ck.add("expected-empty", "`expected` is empty", *erange)
+    match = obj.get("match", "exact")
+    mrange = _span_of(_value_span(root, "match"), whole)
+    if match not in MATCHES:
+        fix = None
+        if isinstance(match, str) and match.strip().lower() in MATCHES:
+            fix = Fix(
+                f'Change match to "{match.strip().lower()}"', [ck.edit(*mrange, f'"{match.strip().lower()}"')]
+            )
+        shown = f'"{match}"' if isinstance(match, str) else _describe(match)
+        ck.add(
+            "match-unknown", f"unknown match {shown} (expected exact, contains or regex)", *mrange, fix=fix
+        )
+    elif match == "regex" and isinstance(expected, str) and expected:
+        error = _regex_error(expected)
+        if error is not None:
+            ck.add("regex-invalid", f"`expected` is not a valid regular expression: {error}", *erange)
+    row_id = obj.get("id")
+    if row_id is not None and not isinstance(row_id, str):
+        ck.add(
+            "field-type",
+            f"`id` must be a string, not {_describe(row_id)}",
+            *_span_of(_value_span(root, "id"), whole),
+        )

@@ -1,0 +1,114 @@
+"""The slow path's span parser: [start, end) code-point offsets of every key and value in one JSON line."""
+
+from __future__ import annotations
+
+import json
+import re
+
+# Beyond this many JSON tokens in one line the span parser gives up and findings cover the whole line, so that a
+# pathological 50 MB line of tiny tokens costs seconds, not minutes.
+MAX_SPAN_TOKENS = 1_000_000
+
+
+class _Span:
+    """A JSON value's [start, end) code-point offsets in the line, with its members' spans."""
+
+    __slots__ = ("start", "end", "keys", "items")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.end = start
+        self.keys: dict[str, tuple[int, int, _Span]] | None = (
+            None  # object: key -> (key start, key end, value)
+        )
+        self.items: list[_Span] | None = None  # array
+
+
+_TOKEN = re.compile(
+    r'[ \t\r\n]*(?:("[^"\\]*(?:\\.[^"\\]*)*")|([{}\[\]:,])|(-?[0-9][0-9.eE+-]*|true|false|null|-?Infinity|NaN))'
+)
+
+
+class _TooManyTokens(Exception):
+    pass
+
+
+def _spans(text: str) -> _Span | None:
+    """Spans of a line already known to be valid JSON; None if it is too big to be worth it."""
+    try:
+        return _parse_spans(text)
+    except (_TooManyTokens, ValueError, IndexError):
+        return None
+
+
+def _parse_spans(text: str) -> _Span:
+    # Iterative, so deeply nested input cannot exhaust the Python stack.
+    match = _TOKEN.match
+    pos = 0
+    stack: list[_Span] = []
+    pending_key: tuple[int, int, str] | None = None
+    root: _Span | None = None
+    tokens = 0
+    while True:
+        tokens += 1
+        if tokens > MAX_SPAN_TOKENS:
+            raise _TooManyTokens
+        m = match(text, pos)
+        if m is None:
+            raise ValueError("unexpected token")
+        string, punct, scalar = m.groups()
+        start = m.start(m.lastindex or 0)
+        pos = m.end()
+        parent = stack[-1] if stack else None
+        if punct in (":", ","):
+            continue
+        if punct in ("}", "]"):
+            node = stack.pop()
+            node.end = pos
+            if not stack:
+                return node
+            continue
+        if parent is not None and parent.keys is not None and pending_key is None:
+            # An object member's key.
+            assert string is not None
+            key = string[1:-1] if "\\" not in string else json.loads(string)
+            pending_key = (start, pos, key)
+            continue
+        node = _Span(start)
+        if punct == "{":
+            node.keys = {}
+        elif punct == "[":
+            node.items = []
+        else:
+            node.end = pos
+        if parent is None:
+            root = node
+        elif parent.keys is not None:
+            assert pending_key is not None
+            parent.keys[pending_key[2]] = (pending_key[0], pending_key[1], node)
+            pending_key = None
+        else:
+            assert parent.items is not None
+            parent.items.append(node)
+        if punct in ("{", "["):
+            stack.append(node)
+        elif not stack:
+            assert root is not None
+            return root
+
+
+def _span_of(span: _Span | None, default: tuple[int, int]) -> tuple[int, int]:
+    return (span.start, span.end) if span is not None else default
+
+
+def _value_span(span: _Span | None, key: str) -> _Span | None:
+    if span is None or span.keys is None:
+        return None
+    entry = span.keys.get(key)
+    return entry[2] if entry else None
+
+
+def _item_span(span: _Span | None, index: int) -> _Span | None:
+    if span is None or span.items is None or index >= len(span.items):
+        return None
+    return span.items[index]
