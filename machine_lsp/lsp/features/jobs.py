@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import logging
-import os
 import secrets
-import signal
-import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +21,7 @@ from typing import Any
 from lsprotocol import types
 
 from machine_lsp.jobs import events as ev
+from machine_lsp.jobs.client import AsyncJobProcess, job_command
 from machine_lsp.lsp.features import JobUnavailable, LanguageFeature
 from machine_lsp.lsp.replies import JobSummary
 
@@ -57,10 +53,9 @@ class Job:
     started: float = field(default_factory=time.time)
     ended: float | None = None
     last: dict[str, Any] | None = None
-    proc: asyncio.subprocess.Process | None = None
+    proc: AsyncJobProcess | None = None
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
-    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
 
     def summary(self) -> JobSummary:
         return JobSummary(
@@ -184,20 +179,8 @@ class JobsFeature(LanguageFeature):
             return False
         job.cancel_requested = True
         job.message = reason
-        proc = job.proc
-        if proc is None or proc.returncode is not None:
-            return True
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
-            return True
-        try:
-            await asyncio.wait_for(proc.wait(), TERM_GRACE_S)
-        except TimeoutError:
-            try:
-                proc.kill()
-            except ProcessLookupError:
-                pass
+        if job.proc is not None:
+            await job.proc.cancel(TERM_GRACE_S)  # SIGTERM, SIGKILL only after the grace period
         return True
 
     async def shutdown(self) -> None:
@@ -214,70 +197,34 @@ class JobsFeature(LanguageFeature):
 
     # -- the supervisor -------------------------------------------------------------------------------------
     async def _supervise(self, job: Job) -> None:
+        """Run the job's child through the one job client (`jobs.client`, as the CLI does) and forward its events."""
         server = self.server
         try:
             await self._begin_progress(job)
-            cmd = [
-                sys.executable,
-                "-m",
-                "machine_lsp.jobs",
-                job.verb,
-                "--args-json",
-                json.dumps(job.args),
-                "--cwd",
-                str(job.cwd),
-            ]
-            env = dict(os.environ, PYTHONUNBUFFERED="1")
-            job.proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                cwd=str(job.cwd),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                limit=64 * 1024 * 1024,
-                start_new_session=True,
-            )
+            job.proc = await AsyncJobProcess.start(job_command(job.verb, job.args, cwd=job.cwd), cwd=job.cwd)
             job.status = "running"
             if job.cancel_requested:  # cancelled while starting
                 await self.cancel(job.id, job.message)
-            stderr_task = asyncio.ensure_future(self._drain_stderr(job))
-            self.server.background.add(stderr_task)
-            stderr_task.add_done_callback(self.server.background.discard)
-            terminal: ev.Event | None = None
-            assert job.proc.stdout is not None
-            async for raw in job.proc.stdout:
-                if not raw.strip():
-                    continue
-                try:
-                    event = ev.decode_event(raw)
-                except ev.EventDecodeError as exc:
+            async for line in job.proc:
+                if line.event is None:
                     server.window_log_message(
-                        types.LogMessageParams(type=types.MessageType.Log, message=f"[{job.id}] {exc}")
+                        types.LogMessageParams(type=types.MessageType.Log, message=f"[{job.id}] {line.error}")
                     )
                     continue
-                if isinstance(event, ev.Done | ev.Error):
-                    terminal = event
-                self._on_event(job, event)
-            code = await job.proc.wait()
-            await asyncio.wait_for(stderr_task, 5)
-            self._finish(job, terminal, code)
+                self._on_event(job, line.event)
+            outcome = await job.proc.wait()
+            self._finish(job, outcome.final, outcome.returncode, outcome.stderr_tail)
         except Exception as exc:  # the server stays up whatever the child does
             logger.exception("job %s failed", job.id)
             job.status = "failed"
             job.message = f"{job.title} failed: {exc}"
             self._final(job)
         except asyncio.CancelledError:
-            if job.proc is not None and job.proc.returncode is None:
+            if job.proc is not None:
                 job.proc.kill()
             job.status = "cancelled"
             self._final(job)
             raise
-
-    async def _drain_stderr(self, job: Job) -> None:
-        assert job.proc is not None and job.proc.stderr is not None
-        async for raw in job.proc.stderr:
-            job.stderr_tail.append(raw.decode("utf-8", "replace").rstrip())
 
     async def _begin_progress(self, job: Job) -> None:
         if job.token is None:
@@ -332,7 +279,9 @@ class JobsFeature(LanguageFeature):
                 types.WorkDoneProgressReport(message=message, percentage=percentage, cancellable=True),
             )
 
-    def _finish(self, job: Job, terminal: ev.Event | None, code: int) -> None:
+    def _finish(
+        self, job: Job, terminal: ev.Event | None, code: int, stderr_tail: tuple[str, ...] = ()
+    ) -> None:
         if job.cancel_requested or (isinstance(terminal, ev.Error) and terminal.kind == "cancelled"):
             job.status = "cancelled"
             job.message = f"{job.title} cancelled"
@@ -345,7 +294,7 @@ class JobsFeature(LanguageFeature):
             job.message = f"{job.title} failed: {terminal.message}"
         else:
             job.status = "failed"
-            tail = " | ".join(list(job.stderr_tail)[-3:])
+            tail = " | ".join(list(stderr_tail)[-3:])
             job.message = f"{job.title} crashed (exit {code})" + (f": {tail}" if tail else "")
         self._final(job)
 
