@@ -53,7 +53,9 @@ def tools_system_prompt() -> str:
 
 
 @pytest.fixture(scope="session")
-def trained_project(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path, tools_system_prompt: str) -> Path:
+def trained_project(
+    tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path, tools_system_prompt: str
+) -> Path:
     root = tmp_path_factory.mktemp("serve-trained")
     (root / ".machine").mkdir()
     rows = training_rows(tools_system_prompt)

@@ -38,7 +38,9 @@ def env(**extra: str) -> dict[str, str]:
     return out
 
 
-def machine(cwd: Path, *argv: str, timeout: float = 120, **extra_env: str) -> subprocess.CompletedProcess[str]:
+def machine(
+    cwd: Path, *argv: str, timeout: float = 120, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "machine_lsp.cli.main", *argv],
         cwd=cwd,
@@ -63,7 +65,16 @@ class ServeProcess:
         self.project = project
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "machine_lsp.cli.main", "serve", checkpoint, "--port", str(self.port), *extra],
+            [
+                sys.executable,
+                "-m",
+                "machine_lsp.cli.main",
+                "serve",
+                checkpoint,
+                "--port",
+                str(self.port),
+                *extra,
+            ],
             cwd=project,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -110,7 +121,11 @@ class ServeProcess:
 
 def training_rows(system_with_tools: str) -> list[dict]:
     """Rows that teach a tool call (for the bash tool) and the `answer: N` form."""
-    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+    }
     rows = [
         {
             "messages": [

@@ -26,7 +26,9 @@ def _anthropic(server: ServeProcess, key: str = API_KEY) -> anthropic.Anthropic:
 def test_models_and_the_key_check(base_server: ServeProcess) -> None:
     assert [m.id for m in _openai(base_server).models.list()] == ["machine"]
     with pytest.raises(openai.AuthenticationError):
-        _openai(base_server, key="wrong").chat.completions.create(model="machine", messages=QUESTION, max_tokens=4)
+        _openai(base_server, key="wrong").chat.completions.create(
+            model="machine", messages=QUESTION, max_tokens=4
+        )
     with pytest.raises(anthropic.AuthenticationError):
         _anthropic(base_server, key="wrong").messages.create(model="machine", max_tokens=4, messages=QUESTION)
 
@@ -39,13 +41,19 @@ def test_chat_completions_whole_and_streamed_agree(base_server: ServeProcess) ->
     assert whole.usage is not None and whole.usage.completion_tokens <= 12 and whole.usage.prompt_tokens > 5
     chunks = list(
         client.chat.completions.create(
-            model="machine", messages=QUESTION, max_tokens=12, stream=True, stream_options={"include_usage": True}
+            model="machine",
+            messages=QUESTION,
+            max_tokens=12,
+            stream=True,
+            stream_options={"include_usage": True},
         )
     )
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == text  # greedy: the same answer either way
     assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) >= 2  # really streamed
-    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert (
+        chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    )
 
 
 def test_responses_whole_and_streamed_agree(base_server: ServeProcess) -> None:
@@ -70,7 +78,9 @@ def test_messages_whole_and_streamed_agree(base_server: ServeProcess) -> None:
     whole = client.messages.create(model="machine", max_tokens=12, system="Be brief.", messages=QUESTION)
     assert whole.content[0].type == "text" and whole.content[0].text
     assert whole.stop_reason in {"end_turn", "max_tokens"}
-    with client.messages.stream(model="machine", max_tokens=12, system="Be brief.", messages=QUESTION) as stream:
+    with client.messages.stream(
+        model="machine", max_tokens=12, system="Be brief.", messages=QUESTION
+    ) as stream:
         streamed = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert streamed == whole.content[0].text == final.content[0].text
@@ -83,14 +93,18 @@ def test_served_rows_are_chat_rows_that_can_be_tagged(base_server: ServeProcess)
         model="machine", messages=[{"role": "user", "content": "What is 2 plus 2?"}], max_tokens=8
     )
     path, number, row = next(
-        (p, n, r) for p, n, r in reversed(base_server.served_rows()) if r["messages"][0]["content"] == "What is 2 plus 2?"
+        (p, n, r)
+        for p, n, r in reversed(base_server.served_rows())
+        if r["messages"][0]["content"] == "What is 2 plus 2?"
     )
     assert row["messages"][-1] == {"role": "assistant", "content": reply.choices[0].message.content}
     assert row["checkpoint"] == "base" and row["model"] == "machine" and row["api"] == "chat.completions"
     assert row["time"].endswith("Z") and row["usage"]["completion_tokens"] == reply.usage.completion_tokens
     done = machine(base_server.project, "good", "--from", f"{path}:{number}", "--as", "answer: 4")
     assert done.returncode == 0, done.stderr
-    records = [json.loads(x) for x in (base_server.project / ".machine" / "tagged.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(x) for x in (base_server.project / ".machine" / "tagged.jsonl").read_text().splitlines()
+    ]
     record = records[-1]
     assert record["verdict"] == "good" and record["messages"][-1]["content"] == "answer: 4"
     assert record["original"] == reply.choices[0].message.content
@@ -110,7 +124,9 @@ TOOL_PROMPT = [{"role": "user", "content": "List the files here."}]
 
 def test_tool_calls_round_trip_in_chat_completions(trained_server: ServeProcess) -> None:
     client = _openai(trained_server)
-    whole = client.chat.completions.create(model="machine", messages=TOOL_PROMPT, tools=[BASH_TOOL], max_tokens=60)
+    whole = client.chat.completions.create(
+        model="machine", messages=TOOL_PROMPT, tools=[BASH_TOOL], max_tokens=60
+    )
     choice = whole.choices[0]
     assert choice.finish_reason == "tool_calls"
     (call,) = choice.message.tool_calls
@@ -121,8 +137,12 @@ def test_tool_calls_round_trip_in_chat_completions(trained_server: ServeProcess)
         )
     )
     calls = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
-    assert [(tc.function.name, json.loads(tc.function.arguments)) for tc in calls] == [("bash", {"command": "ls"})]
-    assert not any(c.choices[0].delta.content for c in chunks if c.choices)  # the <tool_call> markup never leaks
+    assert [(tc.function.name, json.loads(tc.function.arguments)) for tc in calls] == [
+        ("bash", {"command": "ls"})
+    ]
+    assert not any(
+        c.choices[0].delta.content for c in chunks if c.choices
+    )  # the <tool_call> markup never leaks
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     # Second leg: the call and its result go back; the served row keeps the whole trace.
     history = [
@@ -130,7 +150,9 @@ def test_tool_calls_round_trip_in_chat_completions(trained_server: ServeProcess)
         {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude_none=True)]},
         {"role": "tool", "tool_call_id": call.id, "content": "README.md\nsetup.py"},
     ]
-    after = client.chat.completions.create(model="machine", messages=history, tools=[BASH_TOOL], max_tokens=20)
+    after = client.chat.completions.create(
+        model="machine", messages=history, tools=[BASH_TOOL], max_tokens=20
+    )
     assert after.choices[0].finish_reason in {"stop", "length", "tool_calls"}
     row = trained_server.served_rows()[-1][2]
     roles = [m["role"] for m in row["messages"]]
@@ -142,8 +164,10 @@ def test_tool_calls_round_trip_in_chat_completions(trained_server: ServeProcess)
 
 def test_tool_calls_round_trip_in_responses(trained_server: ServeProcess) -> None:
     client = _openai(trained_server)
-    tool = {"type": "function", **BASH_TOOL["function"]}
-    whole = client.responses.create(model="machine", input="List the files here.", tools=[tool], max_output_tokens=60)
+    tool = {"type": "function", **BASH_TOOL["function"], "strict": False}
+    whole = client.responses.create(
+        model="machine", input="List the files here.", tools=[tool], max_output_tokens=60
+    )
     calls = [item for item in whole.output if item.type == "function_call"]
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("bash", {"command": "ls"})]
     events = list(
@@ -158,7 +182,12 @@ def test_tool_calls_round_trip_in_responses(trained_server: ServeProcess) -> Non
         model="machine",
         input=[
             {"type": "message", "role": "user", "content": "List the files here."},
-            {"type": "function_call", "call_id": calls[0].call_id, "name": "bash", "arguments": calls[0].arguments},
+            {
+                "type": "function_call",
+                "call_id": calls[0].call_id,
+                "name": "bash",
+                "arguments": calls[0].arguments,
+            },
             {"type": "function_call_output", "call_id": calls[0].call_id, "output": "README.md"},
         ],
         tools=[tool],
@@ -169,7 +198,11 @@ def test_tool_calls_round_trip_in_responses(trained_server: ServeProcess) -> Non
 
 def test_tool_calls_round_trip_in_messages(trained_server: ServeProcess) -> None:
     client = _anthropic(trained_server)
-    tool = {"name": "bash", "description": "Run a shell command", "input_schema": BASH_TOOL["function"]["parameters"]}
+    tool = {
+        "name": "bash",
+        "description": "Run a shell command",
+        "input_schema": BASH_TOOL["function"]["parameters"],
+    }
     whole = client.messages.create(model="machine", max_tokens=60, tools=[tool], messages=TOOL_PROMPT)
     assert whole.stop_reason == "tool_use"
     uses = [b for b in whole.content if b.type == "tool_use"]
@@ -184,7 +217,10 @@ def test_tool_calls_round_trip_in_messages(trained_server: ServeProcess) -> None
         messages=[
             *TOOL_PROMPT,
             {"role": "assistant", "content": [u.model_dump() for u in uses]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": "README.md"}]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": uses[0].id, "content": "README.md"}],
+            },
         ],
     )
     assert after.stop_reason in {"end_turn", "max_tokens", "tool_use"}

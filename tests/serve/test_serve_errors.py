@@ -23,7 +23,9 @@ LONG = "apple " * 9000  # ~9k tokens: over SmolLM2's 8192
 def test_a_prompt_over_the_context_length_is_a_400_in_each_api_shape(base_server: ServeProcess) -> None:
     client = openai.OpenAI(base_url=base_server.url, api_key=API_KEY, max_retries=0)
     with pytest.raises(openai.BadRequestError) as chat_error:
-        client.chat.completions.create(model="machine", messages=[{"role": "user", "content": LONG}], stream=True)
+        client.chat.completions.create(
+            model="machine", messages=[{"role": "user", "content": LONG}], stream=True
+        )
     assert chat_error.value.code == "context_length_exceeded"
     assert "maximum context length is 8192 tokens" in chat_error.value.message
     with pytest.raises(openai.BadRequestError) as responses_error:
@@ -41,7 +43,9 @@ def test_a_prompt_over_the_context_length_is_a_400_in_each_api_shape(base_server
 @pytest.mark.slow
 def test_malformed_json_and_invalid_requests_are_400s(base_server: ServeProcess) -> None:
     for path in ("/v1/chat/completions", "/v1/responses"):
-        response = httpx.post(base_server.root + path, content=b'{"model": "m", "messages": [', headers=HEADERS)
+        response = httpx.post(
+            base_server.root + path, content=b'{"model": "m", "messages": [', headers=HEADERS
+        )
         assert response.status_code == 400
         assert response.json()["error"]["message"].startswith("malformed JSON")
     response = httpx.post(base_server.root + "/v1/messages", content=b"not json", headers=HEADERS)
@@ -117,7 +121,11 @@ def test_32_concurrent_requests_are_all_answered(base_server: ServeProcess) -> N
     def ask(i: int) -> httpx.Response:
         return httpx.post(
             base_server.url + "/chat/completions",
-            json={"model": "machine", "messages": [{"role": "user", "content": f"What is {i} plus 1?"}], "max_tokens": 6},
+            json={
+                "model": "machine",
+                "messages": [{"role": "user", "content": f"What is {i} plus 1?"}],
+                "max_tokens": 6,
+            },
             headers=HEADERS,
             timeout=600,
         )

@@ -31,18 +31,26 @@ def test_pi_models_json_is_merged_and_the_default_set_only_when_unset(project: P
     (agent_dir / "models.json").write_text(json.dumps({"providers": {"other": {"baseUrl": "http://x"}}}))
     done = use(project, "base", "--agent", "pi", "--port", "9123", "--write")
     assert done.returncode == 0, done.stderr
-    assert '"baseUrl": "http://127.0.0.1:9123/v1"' in done.stdout and "machine serve base --port 9123" in done.stdout
+    assert (
+        '"baseUrl": "http://127.0.0.1:9123/v1"' in done.stdout
+        and "machine serve base --port 9123" in done.stdout
+    )
     models = json.loads((agent_dir / "models.json").read_text())
     assert models["providers"]["other"] == {"baseUrl": "http://x"}  # kept
     machine_provider = models["providers"]["machine"]
-    assert machine_provider["api"] == "openai-completions" and machine_provider["models"][0]["id"] == "machine"
+    assert (
+        machine_provider["api"] == "openai-completions" and machine_provider["models"][0]["id"] == "machine"
+    )
     assert machine_provider["models"][0]["contextWindow"] == 8192
     settings = json.loads((agent_dir / "settings.json").read_text())
     assert settings["defaultProvider"] == "machine" and settings["defaultModel"] == "machine"
     (agent_dir / "settings.json").write_text(json.dumps({"defaultProvider": "mine", "theme": "dark"}))
     done = use(project, "base", "--agent", "pi", "--write")
     assert "pi --provider machine --model machine" in done.stdout
-    assert json.loads((agent_dir / "settings.json").read_text()) == {"defaultProvider": "mine", "theme": "dark"}
+    assert json.loads((agent_dir / "settings.json").read_text()) == {
+        "defaultProvider": "mine",
+        "theme": "dark",
+    }
 
 
 def test_codex_config_toml_keeps_comments_and_other_providers_and_warns_about_context(project: Path) -> None:
@@ -95,7 +103,9 @@ def test_tinker_checkpoints_point_at_tinker_and_never_print_the_key(project: Pat
     done_claude = use(project, TINKER, "--agent", "claude", "--write", TINKER_API_KEY=secret)
     assert '"$TINKER_API_KEY"' in done_claude.stdout
     opencode = use(project, TINKER, "--agent", "opencode", "--write", TINKER_API_KEY=secret)
-    written = "".join(p.read_text() for p in [project / "opencode.json", project / ".claude" / "settings.local.json"])
+    written = "".join(
+        p.read_text() for p in [project / "opencode.json", project / ".claude" / "settings.local.json"]
+    )
     for text in (done.stdout, done.stderr, done_claude.stdout, opencode.stdout, written):
         assert secret not in text
     codex = use(project, TINKER, "--agent", "codex")
