@@ -11,7 +11,7 @@ export TINKER_TELEMETRY := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup system-deps demo test test-python test-vscode lint format bench clean
+.PHONY: setup system-deps agents demo test test-python test-vscode lint format bench clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,10 @@ $(SYSTEM_STAMP): scripts/setup-system.sh
 	bash scripts/setup-system.sh
 	@mkdir -p .tools && touch $(SYSTEM_STAMP)
 
+# The coding agents whose logs tests/capture/ tags (pinned, from npm, under .tools/agents/; idempotent).
+agents:
+	bash scripts/setup-agents.sh
+
 demo: setup
 	bash examples/minimal-sft/run_demo.sh
 
@@ -41,7 +45,7 @@ lint: setup
 	$(VENV)/bin/ruff check machine_lsp tests bench examples
 	$(VENV)/bin/ruff format --check machine_lsp tests bench examples
 
-test-python: setup system-deps
+test-python: setup system-deps agents
 	$(VENV)/bin/pytest -q -ra
 
 test-vscode: setup system-deps

@@ -96,7 +96,7 @@ def test_a_broken_last_line_is_what_an_unnumbered_tag_reports(tmp_path: Path) ->
     ("content", "message"),
     [
         (b"null\n", "expected a JSON object"),
-        (b'{"prompt": "x"}\n', "missing required field `messages`"),
+        (b'{"prompt": "x"}\n', "looks like prompt/completion rows.*supported: chat JSONL"),
         (b'{"messages":[{"role":"robot","content":"x"},{"role":"assistant","content":"y"}]}\n', "role"),
         (b"[" * 5000 + b"\n", "nested too deeply|not valid JSON"),
     ],

@@ -1,7 +1,11 @@
 """Transcript adapters: a conversation file -> the assistant turns in it that can be tagged.
 
-Two formats so far, picked by sniffing the first non-blank line: Pi session logs (a `{"type":"session"}` header) and
-chat JSONL (`{"messages": [...]}` per line). Another harness's log becomes readable by adding an adapter to ADAPTERS.
+Formats, picked by sniffing the first few non-blank lines (an adapter's `sniff_lines`, else `sniff` on the first
+line): Pi session logs (a `{"type":"session"}` header), Claude Code session logs (uuid/parentUuid lines, possibly
+after summary/snapshot/queue lines), Codex rollouts (`session_meta` / `response_item` lines) and chat JSONL
+(`{"messages": [...]}` per line). A file none of them claims, whose first lines are objects without `messages`,
+gets one message naming what it looks like and what is supported instead of an error on every line. Another
+harness's log becomes readable by adding an adapter to ADAPTERS.
 """
 
 from __future__ import annotations
@@ -9,16 +13,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from machine_lsp.core.transcripts.base import (
+    SNIFF_LINES,
     TranscriptAdapter,
     TranscriptError,
     Turn,
     TurnList,
 )
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
+from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
+from machine_lsp.core.transcripts.codex import CodexAdapter
 from machine_lsp.core.transcripts.pi import PiSessionAdapter
 
 __all__ = [
     "ADAPTERS",
+    "is_assistant_entry",
+    "is_harness_log",
     "TranscriptAdapter",
     "TranscriptError",
     "Turn",
@@ -29,7 +38,16 @@ __all__ = [
 ]
 
 # Most specific first: the chat adapter takes anything the others do not claim.
-ADAPTERS: list[TranscriptAdapter] = [PiSessionAdapter(), ChatJsonlAdapter()]
+ADAPTERS: list[TranscriptAdapter] = [
+    PiSessionAdapter(),
+    ClaudeCodeAdapter(),
+    CodexAdapter(),
+    ChatJsonlAdapter(),
+]
+SUPPORTED = (
+    'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
+    "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
+)
 
 
 def read_text(path: Path, uri: str | None = None) -> str:
@@ -75,12 +93,114 @@ def load_turns(
     else:
         text = path_or_text.removeprefix("\ufeff")
         uri = uri or "untitled:"
-    first_line = next((line for line in text.split("\n") if line.strip()), "")
-    adapter = next((a for a in ADAPTERS if a.sniff(first_line)), ADAPTERS[-1])
-    turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
+    head = _head_lines(text)
+    adapter = pick_adapter(head)
+    unknown = None if adapter is not None else _unknown_format(head, uri)
+    if unknown is not None:
+        turns = TurnList(problems=[unknown])
+        turns.line_count = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+        adapter_name = "unknown"
+    else:
+        adapter = adapter or ADAPTERS[-1]
+        turns = adapter.turns(text, uri, trace=trace, thinking=thinking)
+        adapter_name = adapter.name
     turns.uri = uri
-    turns.adapter = adapter.name
+    turns.adapter = adapter_name
     return turns
+
+
+# Text that shows a session log line holds a tool call (Pi, Claude Code, Codex): a cheap test for editors.
+TOOL_CALL_MARKERS = (
+    '"toolCall"',
+    '"tool_use"',
+    '"function_call"',
+    '"custom_tool_call"',
+    '"local_shell_call"',
+)
+
+
+def is_harness_log(first_lines: list[str] | str) -> bool:
+    """True when these first non-blank line(s) are an agent harness's session log, not chat JSONL rows."""
+    head = [first_lines] if isinstance(first_lines, str) else first_lines
+    adapter = pick_adapter([line for line in head if line.strip()])
+    return adapter is not None and adapter.name != "chat_jsonl"
+
+
+def is_assistant_entry(obj: object) -> bool:
+    """Whether one decoded log line is an assistant answer of a harness log (a line a person would tag)."""
+    if not isinstance(obj, dict):
+        return False
+    message = obj.get("message")
+    if obj.get("type") == "message" and isinstance(message, dict):  # Pi
+        return message.get("role") == "assistant"
+    if obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj:  # Claude Code
+        return True
+    payload = obj.get("payload")
+    if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
+        kind = payload.get("type")
+        return (kind == "message" and payload.get("role") == "assistant") or kind in (
+            "function_call",
+            "custom_tool_call",
+            "local_shell_call",
+        )
+    return False
+
+
+def _head_lines(text: str) -> list[str]:
+    head: list[str] = []
+    start = 0
+    while len(head) < SNIFF_LINES and start <= len(text):
+        end = text.find("\n", start)
+        line = text[start:] if end == -1 else text[start:end]
+        if line.strip():
+            head.append(line.removesuffix("\r"))
+        if end == -1:
+            break
+        start = end + 1
+    return head
+
+
+def pick_adapter(head: list[str]) -> TranscriptAdapter | None:
+    """The adapter that claims these first non-blank lines, or None (the chat adapter is then the fallback)."""
+    for adapter in ADAPTERS:
+        sniff_lines = getattr(adapter, "sniff_lines", None)
+        if sniff_lines is not None:
+            if sniff_lines(head):
+                return adapter
+        elif head and adapter.sniff(head[0]):
+            return adapter
+    return None
+
+
+def _unknown_format(head: list[str], uri: str) -> TranscriptError | None:
+    """One clear error for a file whose first lines are JSON objects that are neither chat rows nor a known log."""
+    import msgspec
+
+    objects = []
+    for line in head:
+        try:
+            objects.append(msgspec.json.decode(line))
+        except (msgspec.DecodeError, RecursionError):
+            return None  # broken JSON: the chat adapter reports it precisely, line by line
+    if not objects or not all(isinstance(obj, dict) for obj in objects):
+        return None
+    if any("messages" in obj for obj in objects):
+        return None
+    first = objects[0]
+    keys = ", ".join(list(first)[:8]) or "none"
+    if "prompt" in first and ("completion" in first or len(first) <= 2):
+        looks = "looks like prompt/completion rows (keys: " + keys + "), not chat rows"
+    elif "conversations" in first:
+        looks = "looks like ShareGPT rows (a `conversations` list), not chat rows"
+    elif first.get("type") == "session" or "parentId" in first:
+        looks = 'looks like a Pi session log but its first line is not the {"type":"session"} header'
+    elif "payload" in first and "timestamp" in first:
+        looks = f"looks like a Codex rollout but of a kind this version does not know (first line type {first.get('type')!r})"
+    elif "sessionId" in first or "parentUuid" in first:
+        looks = "looks like a Claude Code session log but none of its first lines is a conversation line"
+    else:
+        looks = f"unknown JSONL: the first line has keys {keys}"
+    return TranscriptError(uri, f"{looks}; supported: {SUPPORTED}", 1, 1)
 
 
 def turn_at(turns: list[Turn], line: int | None) -> Turn:

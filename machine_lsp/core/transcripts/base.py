@@ -56,9 +56,14 @@ class TurnList(list[Turn]):
         self.line_count = 0
         self.uri = ""
         self.adapter = ""
+        self.notes: list[str] = []  # e.g. a half-written last line skipped (the harness is still writing)
 
 
 class TranscriptAdapter(Protocol):
+    """`sniff` sees the first non-blank line; an adapter may also define `sniff_lines(lines)`, which sees the
+    first few non-blank lines (SNIFF_LINES) and is preferred when present: some logs start with bookkeeping lines
+    (Claude Code's `summary`, `file-history-snapshot` and queue lines)."""
+
     name: str
 
     def sniff(self, first_line: str) -> bool: ...
@@ -105,3 +110,37 @@ def decode_json_line(line_text: str, uri: str, line_no: int) -> Any:
         raise TranscriptError(uri, f"not valid JSON: {reason}", line_no, column) from None
     except RecursionError:
         raise TranscriptError(uri, "JSON nested too deeply to read", line_no, 1) from None
+
+
+SNIFF_LINES = 8
+
+
+def json_objects(text: str, uri: str, result: TurnList) -> list[tuple[int, dict[str, Any]]]:
+    """(1-based line, object) for every line that decodes to a JSON object; other lines become `result.problems`,
+    except a half-written last line (no newline after it, the JSON ends early: the harness is still writing it),
+    which is skipped with a note. Sets `result.line_count`."""
+    lines = text.split("\n")
+    result.line_count = len(lines) - (1 if lines and lines[-1] == "" else 0)
+    last_index = len(lines) - 1
+    objects: list[tuple[int, dict[str, Any]]] = []
+    for index, raw in enumerate(lines):
+        line_text = raw.removesuffix("\r")
+        if not line_text.strip():
+            continue
+        line_no = index + 1
+        try:
+            obj = decode_json_line(line_text, uri, line_no)
+        except TranscriptError as exc:
+            if index == last_index and "ends before the JSON value does" in exc.message:
+                result.notes.append(
+                    f"line {line_no}: skipped a half-written last line (the agent may still be writing the log)"
+                )
+            else:
+                result.problems.append(exc)
+            continue
+        if not isinstance(obj, dict):
+            kind = "null" if obj is None else type(obj).__name__
+            result.problems.append(TranscriptError(uri, f"expected a JSON object, got {kind}", line_no, 1))
+            continue
+        objects.append((line_no, obj))
+    return objects

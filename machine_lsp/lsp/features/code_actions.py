@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from lsprotocol import types
 
+from machine_lsp.core.transcripts import is_assistant_entry
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.positions import strip_eol, to_client_character
 
@@ -37,6 +38,9 @@ def row_info(line_text: str) -> dict[str, Any] | None:
         message = obj.get("message")
         if isinstance(message, dict) and message.get("role") == "assistant":
             return {"kind": "session_log", "tools": False, "stop": message.get("stopReason")}
+    if is_assistant_entry(obj):  # Claude Code, Codex: the adapters in core decide the rest
+        # --trace also keeps the harness's injected context, so it is offered without scanning the file.
+        return {"kind": "session_log", "tools": True, "stop": None}
     return None
 
 

@@ -177,7 +177,9 @@ class DocState:
 
 
 def is_session_log(first_line: str) -> bool:
-    return '"type":"session"' in first_line.replace(" ", "")[:200]
+    from machine_lsp.core.transcripts import is_harness_log  # Pi, Claude Code, Codex, ... (core decides)
+
+    return '"type":"session"' in first_line.replace(" ", "")[:200] or is_harness_log(first_line)
 
 
 class DiagnosticsFeature(LanguageFeature):

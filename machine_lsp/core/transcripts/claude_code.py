@@ -1,0 +1,626 @@
+"""Claude Code session logs (`~/.claude/projects/<cwd slug>/<session>.jsonl`).
+
+Checked against logs written by Claude Code 2.1.332 (`@anthropic-ai/claude-code`, run for real in tests/capture:
+text, tool calls, parallel tool calls, a sub-agent, `/compact`) and a public log of 2.0.46 with sub-agent lines in the
+main file (tests/fixtures/claude_code/README.md). Rules and versions: docs/CAPTURE.md.
+
+The file is a tree: conversation lines (`user`, `assistant`, `attachment`, `system`, `progress`) carry `uuid` and
+`parentUuid`; the conversation behind a line is the path root -> line, not file order. Bookkeeping lines without a
+`uuid` (`summary`, `file-history-snapshot`, `queue-operation`, `last-prompt`, `api-request*`, `cost-state`, ...)
+are not part of it. How the harness's own request is rebuilt from the path:
+
+- A streamed assistant message is written as one line per content block; lines sharing `message.id` are one
+  message (tool results and hook lines may sit between them). `tool_use` / `tool_result` pair by id into
+  `tool_calls` and `tool` messages. API-error replies (`isApiErrorMessage`) are left out of later context.
+- Sub-agent lines (`isSidechain: true`) never enter the main conversation; a file that holds only sidechain lines
+  (a sub-agent transcript) is read as its own conversation.
+- Compaction: a `compact_boundary` system line starts a new root (its `parentUuid` is null); the next user line
+  (`isCompactSummary`) holds the summary and is the user message that starts the new context.
+- Injected context is never a user turn: attachment lines (rendered as `<system-reminder>` text), meta lines
+  (`isMeta`), `<system-reminder>` parts of a user message, local-command echoes and interruption markers. Plain
+  tags drop it; `--trace` keeps it as `system` messages where the log records it (the one rule all harness
+  adapters follow, docs/CAPTURE.md).
+- A user message that is only `tool_result` parts is not a user turn. Thinking blocks only with `--thinking`.
+- Turns: with `--trace` every assistant message; without it, the final replies (messages without tool calls, or a
+  last message the session ended on). API errors, interrupted replies and `max_tokens` stops cannot be tagged good.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import msgspec
+
+from machine_lsp.core.schema import (
+    ContentPart,
+    Message,
+    Source,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolFunction,
+)
+from machine_lsp.core.transcripts.base import SNIFF_LINES, TranscriptError, Turn, TurnList, json_objects
+
+HARNESS = "claude-code"
+CHECKED_VERSIONS = "2.1.332 (run in tests), 2.0.46 (public log)"
+_CONVERSATION_TYPES = {"user", "assistant", "attachment", "system", "progress"}
+_BOOKKEEPING_TYPES = {
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "last-prompt",
+    "custom-title",
+    "tag",
+    "cost-state",
+    "mode",
+    "tools-used",
+    "atis-latch",
+    "api-request",
+    "api-request-shape",
+    "api-request-blob",
+}
+_INJECTED_PREFIXES = (
+    "<system-reminder>",
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<task-notification>",
+    "[Request interrupted by user",
+)
+_INTERRUPTED = "[Request interrupted by user"
+
+
+def looks_like_claude_code(obj: Any) -> bool:
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        return False
+    kind = obj["type"]
+    if kind in _CONVERSATION_TYPES:
+        return "parentUuid" in obj and "uuid" in obj
+    if kind == "summary":
+        return "leafUuid" in obj
+    if kind == "file-history-snapshot":
+        return "messageId" in obj and "snapshot" in obj
+    return kind in _BOOKKEEPING_TYPES and "sessionId" in obj
+
+
+class ClaudeCodeAdapter:
+    name = "claude_code"
+
+    def sniff(self, first_line: str) -> bool:
+        return self.sniff_lines([first_line])
+
+    def sniff_lines(self, lines: list[str]) -> bool:
+        for line in lines[:SNIFF_LINES]:
+            try:
+                obj = msgspec.json.decode(line)
+            except (msgspec.DecodeError, RecursionError):
+                continue
+            if looks_like_claude_code(obj):
+                return True
+        return False
+
+    def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
+        return _Reader(text, uri, trace=trace, thinking=thinking).read()
+
+
+@dataclass
+class _Node:
+    uuid: str
+    parent: str | None
+    line: int
+    data: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        return str(self.data.get("type"))
+
+    @property
+    def message(self) -> dict[str, Any]:
+        message = self.data.get("message")
+        return message if isinstance(message, dict) else {}
+
+    @property
+    def message_id(self) -> str | None:
+        value = self.message.get("id")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def is_api_error(self) -> bool:
+        return bool(self.data.get("isApiErrorMessage")) or self.message.get("model") == "<synthetic>"
+
+
+class _Item(NamedTuple):
+    """What one line adds to the conversation: a finished message, or an assistant line to merge by message.id."""
+
+    kind: str  # "message" | "assistant"
+    message: Message | None = None
+    node: _Node | None = None
+
+
+class _Prefix(NamedTuple):
+    """The conversation up to a prompt line: every message, its plain-tag view, and warnings (shared, immutable)."""
+
+    messages: tuple[Message, ...]
+    warnings: tuple[str, ...]
+    plain: tuple[Message, ...] = ()
+
+
+_EMPTY = _Prefix((), ())
+
+
+@dataclass
+class _AssistantBuilder:
+    parts: list[ContentPart] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def build(self) -> Message:
+        content: str | list[ContentPart]
+        if any(isinstance(part, ThinkingPart) for part in self.parts):
+            content = list(self.parts)
+        else:
+            content = "\n".join(part.text for part in self.parts if isinstance(part, TextPart))
+        return Message(role="assistant", content=content, tool_calls=list(self.tool_calls) or None)
+
+
+class _Reader:
+    def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
+        self.text = text
+        self.uri = uri
+        self.trace = trace
+        self.thinking = thinking
+        self.result = TurnList()
+        self.nodes: dict[str, _Node] = {}
+        self.children: dict[str, list[_Node]] = defaultdict(list)
+        self.items: dict[str, tuple[_Item, ...]] = {}
+        self.item_warnings: dict[str, tuple[str, ...]] = {}
+        self.prompt_prefix: dict[str, _Prefix] = {}
+        self.session_id: str | None = None
+        self.tool_names: dict[str, str] = {}
+        self.result_nodes: dict[str, _Node] = {}  # tool_use id -> the user line holding its result
+        self.groups: dict[str, list[_Node]] = {}  # message.id -> its assistant lines, in file order
+        self._message_ids: set[str] = set()
+
+    def read(self) -> TurnList:
+        objects = json_objects(self.text, self.uri, self.result)
+        main: list[_Node] = []
+        side: list[_Node] = []
+        for line_no, obj in objects:
+            if self.session_id is None and isinstance(obj.get("sessionId"), str):
+                self.session_id = obj["sessionId"]
+            uuid = obj.get("uuid")
+            if obj.get("type") not in _CONVERSATION_TYPES or not isinstance(uuid, str) or not uuid:
+                continue
+            parent = obj.get("parentUuid")
+            node = _Node(uuid, parent if isinstance(parent, str) and parent else None, line_no, obj)
+            (side if obj.get("isSidechain") else main).append(node)
+        # A sub-agent transcript holds only sidechain lines: then they are the conversation. Otherwise sidechain
+        # lines belong to another conversation and never leak into this one.
+        chosen = main if any(n.type in ("user", "assistant") for n in main) else side
+        if not any(n.type in ("user", "assistant") for n in chosen):
+            if objects and not self.result.problems:
+                self.result.problems.append(
+                    TranscriptError(
+                        self.uri,
+                        "looks like a Claude Code session log but holds no user or assistant messages "
+                        "(only summaries or snapshots)",
+                    )
+                )
+            return self.result
+        for node in chosen:
+            if node.uuid in self.nodes:
+                first = self.nodes[node.uuid].line
+                if node.data == self.nodes[node.uuid].data:
+                    continue  # resumed sessions copy lines verbatim: the same line twice is one line
+                self.result.problems.append(
+                    TranscriptError(self.uri, f"uuid {node.uuid} repeats line {first}", node.line)
+                )
+                continue
+            self.nodes[node.uuid] = node
+            if node.parent is not None:
+                self.children[node.parent].append(node)
+            if node.type == "assistant":
+                if node.message_id:
+                    self._message_ids.add(node.message_id)
+                for block in _blocks(node.message.get("content")):
+                    if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                        self.tool_names[block["id"]] = str(block.get("name") or "")
+        groups: dict[str, list[_Node]] = defaultdict(list)
+        for node in self.nodes.values():
+            if node.type == "assistant":
+                groups[node.message_id or node.uuid].append(node)
+            elif node.type == "user":
+                for part in _blocks(node.message.get("content")):
+                    if part.get("type") == "tool_result" and isinstance(part.get("tool_use_id"), str):
+                        self.result_nodes.setdefault(part["tool_use_id"], node)
+        self.groups = {key: members for key, members in groups.items() if key and key in self._message_ids}
+        turn_groups = [members for members in groups.values() if self._is_turn(members)]
+        self.turn_nodes = {node.uuid for members in turn_groups for node in members}
+        for members in sorted(turn_groups, key=lambda group: group[-1].line):
+            turn = self._turn(members)
+            if turn is not None:
+                self.result.append(turn)
+        if self.result.notes and self.result:
+            last = max(self.result, key=lambda turn: turn.end_line)
+            last.warnings.extend(self.result.notes)
+        return self.result
+
+    def _is_leaf(self, node: _Node) -> bool:
+        return not self.children.get(node.uuid)
+
+    def _has_tool_use(self, members: list[_Node]) -> bool:
+        return any(b.get("type") == "tool_use" for n in members for b in _blocks(n.message.get("content")))
+
+    def _is_turn(self, members: list[_Node]) -> bool:
+        if self.trace:
+            return True
+        # An intermediate tool-calling step belongs to the exchange whose final reply comes later.
+        return not self._has_tool_use(members) or self._is_leaf(members[-1])
+
+    # -- conversations -----------------------------------------------------------------------------------------
+
+    def _is_prompt(self, node: _Node) -> bool:
+        """A user line that starts a new exchange (typed text or a compaction summary): merging by message.id never
+        crosses one, so the conversation up to it is cached."""
+        if node.type != "user" or node.data.get("isMeta"):
+            return False
+        return any(
+            item.kind == "message" and item.message and item.message.role == "user"
+            for item in self._items(node)
+        )
+
+    def _conversation(self, leaf: _Node) -> tuple[_Prefix, list[Message], list[str]]:
+        """The conversation behind `leaf`: the cached prefix through the nearest prompt line above it, then the
+        messages (and warnings) of the lines from there to `leaf`."""
+        segment: list[_Node] = []
+        base = _EMPTY
+        seen: set[str] = set()
+        current: _Node | None = leaf
+        below = leaf
+        while current is not None:
+            if current.uuid in seen:
+                base = _Prefix(
+                    (), (f"line {current.line}: lines form a cycle; the conversation starts here",)
+                )
+                break
+            seen.add(current.uuid)
+            if current is not leaf and self._is_prompt(current):
+                base = self._prefix_through(current)
+                break
+            segment.append(current)
+            below = current
+            if current.parent is None:
+                break
+            parent = self.nodes.get(current.parent)
+            if parent is None:
+                base = _Prefix(
+                    (),
+                    (
+                        f"line {below.line}: parent line {current.parent} is not in the file; the conversation starts here",
+                    ),
+                )
+                break
+            current = parent
+        messages, warnings = self._apply(reversed(segment))
+        return base, messages, warnings
+
+    def _prefix_through(self, prompt: _Node) -> _Prefix:
+        cached = self.prompt_prefix.get(prompt.uuid)
+        if cached is None:
+            base, messages, warnings = self._conversation(prompt)
+            cached = self.prompt_prefix[prompt.uuid] = _Prefix(
+                base.messages + tuple(messages),
+                tuple(_unique([*base.warnings, *warnings])),
+                base.plain + tuple(_text_turns(messages)),
+            )
+        return cached
+
+    def _apply(self, nodes: Any) -> tuple[list[Message], list[str]]:
+        """The messages of `nodes` (root -> leaf order, none of them before a prompt line but the first).
+
+        Parallel tool calls branch the tree: each `tool_use` line of one message can be the parent of its own
+        `tool_result` line, so a path holds only some of them. As the harness does, the first line of a message
+        brings every line sharing its `message.id`, and the first tool result after it brings the results of all
+        of that message's calls, in call order."""
+        out: list[Message | _AssistantBuilder] = []
+        warnings: list[str] = []
+        done_groups: set[str] = set()
+        pending_calls: list[str] = []
+        emitted_results: set[str] = set()
+        for node in nodes:
+            if node.type == "assistant" and node.message_id in done_groups:
+                continue
+            for item in self._items(node):
+                if item.kind == "assistant" and item.node is not None:
+                    builder = _AssistantBuilder()
+                    members = self.groups.get(item.node.message_id or "", [item.node])
+                    for member in members:
+                        self._add_blocks(builder, member, warnings)
+                    if item.node.message_id:
+                        done_groups.add(item.node.message_id)
+                    out.append(builder)
+                    pending_calls = [call.id for call in builder.tool_calls]
+                elif item.message is not None and item.message.role == "tool":
+                    call_id = item.message.tool_call_id or ""
+                    if call_id in emitted_results:
+                        continue
+                    if call_id in pending_calls:
+                        for pending in pending_calls:
+                            result = self._result_message(pending)
+                            if result is not None and pending not in emitted_results:
+                                out.append(result)
+                                emitted_results.add(pending)
+                        pending_calls = []
+                    if call_id not in emitted_results:
+                        out.append(item.message)
+                        emitted_results.add(call_id)
+                elif item.message is not None:
+                    out.append(item.message)
+            warnings.extend(self.item_warnings.get(node.uuid, ()))
+        messages = [entry.build() if isinstance(entry, _AssistantBuilder) else entry for entry in out]
+        return messages, _unique(warnings)
+
+    def _result_message(self, call_id: str) -> Message | None:
+        node = self.result_nodes.get(call_id)
+        if node is None:
+            return None
+        return next(
+            (
+                item.message
+                for item in self._items(node)
+                if item.message is not None
+                and item.message.role == "tool"
+                and item.message.tool_call_id == call_id
+            ),
+            None,
+        )
+
+    def _items(self, node: _Node) -> tuple[_Item, ...]:
+        cached = self.items.get(node.uuid)
+        if cached is None:
+            warnings: list[str] = []
+            cached = self.items[node.uuid] = tuple(self._convert(node, warnings))
+            if warnings:
+                self.item_warnings[node.uuid] = tuple(warnings)
+        return cached
+
+    def _convert(self, node: _Node, warnings: list[str]) -> list[_Item]:
+        kind = node.type
+        if kind == "assistant":
+            return [] if node.is_api_error else [_Item("assistant", node=node)]
+        if kind == "attachment":
+            rendered = node.data.get("rendered")
+            texts = [
+                str(r.get("content")) for r in rendered or [] if isinstance(r, dict) and r.get("content")
+            ]
+            return [_Item("message", Message(role="system", content="\n".join(texts)))] if texts else []
+        if kind != "user":
+            return []  # system lines (compact_boundary, local commands, errors) and progress: not sent as turns
+        content = node.message.get("content")
+        if node.data.get("isCompactSummary"):
+            # The summary starts the new context; messages the compaction preserved follow it, as the harness
+            # sends them (compact_boundary.compactMetadata.preservedMessages, anchored on this line).
+            items = [_Item("message", Message(role="user", content=_plain_text(content)))]
+            for kept in self._preserved(node):
+                items.extend(self._items(kept))
+            return items
+        if node.data.get("isMeta"):
+            text = _plain_text(content)
+            return [_Item("message", Message(role="system", content=text))] if text else []
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        items: list[_Item] = []
+        user_texts: list[str] = []
+        injected: list[str] = []
+        for part in content if isinstance(content, list) else []:
+            if not isinstance(part, dict):
+                continue
+            part_type = part.get("type")
+            if part_type == "tool_result":
+                call_id = str(part.get("tool_use_id") or "")
+                text = self._result_text(part.get("content"), node.line, warnings)
+                if part.get("is_error") and not text.startswith("Error"):
+                    text = text or "(tool error)"
+                items.append(
+                    _Item(
+                        "message",
+                        Message(
+                            role="tool", content=text, tool_call_id=call_id, name=self.tool_names.get(call_id)
+                        ),
+                    )
+                )
+            elif part_type == "text" and isinstance(part.get("text"), str):
+                text = part["text"]
+                if text.lstrip().startswith(_INJECTED_PREFIXES):
+                    injected.append(text)
+                elif text:
+                    user_texts.append(text)
+            elif part_type in ("image", "document"):
+                warnings.append(
+                    f"line {node.line}: an {part_type} in a user message was dropped: rows carry text only"
+                )
+        if injected:
+            items.append(_Item("message", Message(role="system", content="\n".join(injected))))
+        if user_texts:
+            items.append(_Item("message", Message(role="user", content="\n".join(user_texts))))
+        return items
+
+    def _preserved(self, summary: _Node) -> list[_Node]:
+        boundary = self.nodes.get(summary.parent or "")
+        metadata = boundary.data.get("compactMetadata") if boundary is not None else None
+        preserved = metadata.get("preservedMessages") if isinstance(metadata, dict) else None
+        if not isinstance(preserved, dict) or preserved.get("anchorUuid") not in (None, summary.uuid):
+            return []
+        uuids = preserved.get("uuids") or []
+        return [self.nodes[uuid] for uuid in uuids if isinstance(uuid, str) and uuid in self.nodes]
+
+    def _result_text(self, content: Any, line: int, warnings: list[str]) -> str:
+        if isinstance(content, str):
+            return content
+        texts = []
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text") or ""))
+            elif isinstance(part, dict) and part.get("type") == "image":
+                warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
+        return "\n".join(texts)
+
+    def _add_blocks(self, builder: _AssistantBuilder, node: _Node, warnings: list[str]) -> None:
+        for block in _blocks(node.message.get("content")):
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
+                builder.parts.append(TextPart(block["text"]))
+            elif (
+                kind == "thinking"
+                and self.thinking
+                and isinstance(block.get("thinking"), str)
+                and block["thinking"]
+            ):
+                builder.parts.append(ThinkingPart(block["thinking"]))
+            elif kind == "tool_use":
+                arguments = block.get("input")
+                builder.tool_calls.append(
+                    ToolCall(
+                        id=str(block.get("id") or f"call_{node.line}_{len(builder.tool_calls)}"),
+                        function=ToolFunction(
+                            name=str(block.get("name") or ""),
+                            arguments=msgspec.json.encode(
+                                arguments if arguments is not None else {}
+                            ).decode(),
+                        ),
+                    )
+                )
+            elif kind == "image":
+                warnings.append(
+                    f"line {node.line}: an image in an assistant reply was dropped: rows carry text only"
+                )
+
+    # -- turns -------------------------------------------------------------------------------------------------
+
+    def _turn(self, members: list[_Node]) -> Turn | None:
+        last = members[-1]
+        base, segment, segment_warnings = self._conversation(last)
+        warnings = _unique([*base.warnings, *segment_warnings])
+        if last.is_api_error:
+            # The error line adds nothing to later context; it is still the answer of its own (blocked) turn.
+            history = segment
+            answer = Message(role="assistant", content=_plain_text(last.message.get("content")))
+        elif segment and segment[-1].role == "assistant":
+            history, answer = segment[:-1], segment[-1]
+        else:
+            return None
+        if self.trace:
+            messages = [*base.messages, *history, answer]
+        else:
+            # The plain view: user text and final text replies before; the reply's text alone as the answer.
+            if not last.is_api_error:
+                builder = _AssistantBuilder()
+                for node in members:
+                    self._add_blocks(builder, node, [])
+                builder.tool_calls = []
+                answer = builder.build()
+            messages = [*base.plain, *_text_turns(history), answer]
+        return Turn(
+            line=self._span_start(members),
+            end_line=last.line,
+            messages=messages,
+            answer_index=len(messages) - 1,
+            source=Source(
+                kind="session_log",
+                uri=self.uri,
+                line=last.line,
+                end_line=last.line,
+                entry_id=last.uuid,
+                session_id=self.session_id,
+                harness=HARNESS,
+                model=_str_or_none(last.message.get("model")),
+                provider="anthropic",
+            ),
+            tags_blocked=self._blocked(members, messages[-1]),
+            warnings=warnings,
+        )
+
+    def _span_start(self, members: list[_Node]) -> int:
+        """First line of the lines between the previous turn on the path and this one (prompt, tool results)."""
+        start = min(node.line for node in members)
+        member_ids = {node.uuid for node in members}
+        seen: set[str] = set()
+        current = members[0].parent
+        while current is not None and current not in seen:
+            node = self.nodes.get(current)
+            if node is None or (node.uuid not in member_ids and node.uuid in self.turn_nodes):
+                break
+            seen.add(current)
+            start = min(start, node.line)
+            current = node.parent
+        return start
+
+    def _blocked(self, members: list[_Node], answer: Message) -> str | None:
+        last = members[-1]
+        if any(node.is_api_error for node in members):
+            detail = _plain_text(last.message.get("content"))[:120]
+            return f"the reply is an API error ({detail}): cannot be tagged good"
+        if any(node.message.get("stop_reason") == "max_tokens" for node in members):
+            return "the reply was cut off at the token limit (stop_reason max_tokens): cannot be tagged good"
+        for child in self.children.get(last.uuid, []):
+            if child.type == "user" and _plain_text(child.message.get("content")).lstrip().startswith(
+                _INTERRUPTED
+            ):
+                return "the reply was interrupted by the user: cannot be tagged good"
+        has_text = bool(
+            answer.content
+            if isinstance(answer.content, str)
+            else any(isinstance(part, TextPart) and part.text for part in answer.content)
+        )
+        if self.trace:
+            return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
+        if has_text:
+            return None
+        if self._has_tool_use(members):
+            return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
+        return "the reply has no text: nothing to train on"
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict)]
+
+
+def _plain_text(content: Any) -> str:
+    return "\n".join(
+        str(block.get("text") or "") for block in _blocks(content) if block.get("type") == "text"
+    )
+
+
+def _text_turns(messages: list[Message]) -> list[Message]:
+    """Typed user text and the assistant's final text replies: no injected context, tool calls or results."""
+    kept = []
+    for message in messages:
+        if message.role == "user":
+            kept.append(message)
+        elif message.role == "assistant" and not message.tool_calls:
+            content = message.content
+            if (
+                isinstance(content, str)
+                and content
+                or not isinstance(content, str)
+                and any(isinstance(part, TextPart) and part.text for part in content)
+            ):
+                kept.append(message)
+    return kept
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,378 @@
+"""Codex CLI rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-<ts>-<uuid>.jsonl`).
+
+Checked against rollouts written by Codex 0.171.0 (`@openai/codex`, run for real in tests/capture: text, a shell
+call, reasoning, auto-compaction) and a public rollout of 0.40.0 (tests/fixtures/codex/README.md). The older unwrapped
+format (before `payload`, 0.2x-0.3x) is read from its documented shape only. Rules and versions: docs/CAPTURE.md.
+
+Lines are `{"timestamp", "type", "payload"}`: `session_meta` (session id, cwd, provider), `turn_context` (model),
+`response_item` (the items Codex sends back to the model: `message`, `reasoning`, `function_call` /
+`function_call_output`, `custom_tool_call` / `custom_tool_call_output`, `local_shell_call`), `event_msg` (UI copies
+of the same things: skipped, or they would count twice) and `compacted`. Older rollouts (before `payload`) put the
+items themselves on the lines after a `{"id", "timestamp", "instructions"}` header.
+
+- The conversation is the `response_item` lines in file order. Consecutive assistant output items (reasoning, text,
+  tool calls) are one assistant message, as one Responses API answer; tool outputs pair with calls by `call_id`.
+- A `compacted` line replaces the history: its `replacement_history` when present, else the user messages so far
+  followed by the summary as a user message (what Codex sends after compacting).
+- Codex's base instructions (its first developer message) are not among the items, and session_meta's
+  `base_instructions` is not the text it sends (sections for tools it does not offer are cut), so they are left out.
+- Injected context is never a user turn: developer messages, and user messages that hold only
+  `<environment_context>`, `<user_instructions>`, `# AGENTS.md instructions`, skills/permissions instructions or a
+  `<turn_aborted>` marker. Plain tags drop it; `--trace` keeps it as `system` messages (docs/CAPTURE.md).
+- Reasoning: the summary text only with `--thinking`; encrypted reasoning is always dropped.
+- Turns: with `--trace` every assistant message; without it the final replies (no tool calls). A reply followed
+  by a turn abort cannot be tagged good.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from machine_lsp.core.schema import (
+    ContentPart,
+    Message,
+    Source,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolFunction,
+)
+from machine_lsp.core.transcripts.base import SNIFF_LINES, Turn, TurnList, json_objects
+
+HARNESS = "codex"
+CHECKED_VERSIONS = "0.171.0 (run in tests), 0.40.0 (public rollout)"
+_LINE_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
+_ITEM_TYPES = {
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "web_search_call",
+}
+_CALLS = {"function_call", "custom_tool_call", "local_shell_call"}
+_OUTPUTS = {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+_INJECTED = re.compile(
+    r"^\s*(<(environment_context|user_instructions|skills_instructions|permissions instructions|apps_instructions"
+    r"|plugins_instructions|collaboration_mode|turn_aborted|subagent_notification|user_shell_command)\b"
+    r"|# AGENTS\.md instructions)"
+)
+_ABORTED = "<turn_aborted>"
+
+
+def looks_like_codex(obj: Any) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    if obj.get("type") in _LINE_TYPES and "payload" in obj:
+        return True
+    # The older unwrapped format: a header line, then bare items and `record_type: state` lines.
+    return ("instructions" in obj and "id" in obj and "timestamp" in obj) or obj.get("record_type") == "state"
+
+
+class CodexAdapter:
+    name = "codex"
+
+    def sniff(self, first_line: str) -> bool:
+        return self.sniff_lines([first_line])
+
+    def sniff_lines(self, lines: list[str]) -> bool:
+        for line in lines[:SNIFF_LINES]:
+            try:
+                obj = msgspec.json.decode(line)
+            except (msgspec.DecodeError, RecursionError):
+                continue
+            if looks_like_codex(obj):
+                return True
+        return False
+
+    def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
+        return _Reader(text, uri, trace=trace, thinking=thinking).read()
+
+
+@dataclass
+class _Open:
+    """The assistant message being assembled from consecutive output items."""
+
+    first_line: int
+    last_line: int = 0
+    entry_id: str | None = None
+    parts: list[ContentPart] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    has_text: bool = False
+
+    def build(self) -> Message:
+        content: str | list[ContentPart]
+        if any(isinstance(part, ThinkingPart) for part in self.parts):
+            content = list(self.parts)
+        else:
+            content = "\n".join(part.text for part in self.parts if isinstance(part, TextPart))
+        return Message(role="assistant", content=content, tool_calls=list(self.tool_calls) or None)
+
+
+class _Reader:
+    def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
+        self.text = text
+        self.uri = uri
+        self.trace = trace
+        self.thinking = thinking
+        self.result = TurnList()
+        self.history: list[Message] = []
+        self.plain: list[
+            Message
+        ] = []  # the plain-tag view of `history`, kept alongside (no refiltering per turn)
+        self.warnings: list[str] = []
+        self.open: _Open | None = None
+        self.session_id: str | None = None
+        self.provider: str | None = None
+        self.model: str | None = None
+        self.tool_names: dict[str, str] = {}
+        self.pending_thinking: list[str] = []
+        self.span_start = 1
+        self.turn_since_input: Turn | None = None  # the last turn, until new input arrives
+
+    def read(self) -> TurnList:
+        for line_no, obj in json_objects(self.text, self.uri, self.result):
+            kind = obj.get("type")
+            payload = obj.get("payload")
+            if kind in _LINE_TYPES and isinstance(payload, dict):
+                if kind == "session_meta":
+                    self.session_id = _str_or_none(payload.get("id")) or self.session_id
+                    self.provider = _str_or_none(payload.get("model_provider")) or self.provider
+                elif kind == "turn_context":
+                    self.model = _str_or_none(payload.get("model")) or self.model
+                elif kind == "response_item":
+                    self._item(payload, line_no)
+                elif kind == "compacted":
+                    self._compacted(payload, line_no)
+                elif kind == "event_msg" and payload.get("type") == "turn_aborted":
+                    self._aborted()
+                elif kind == "event_msg" and payload.get("type") in ("token_count", "task_complete"):
+                    self._close()  # one model response ends here: the next output items are a new message
+                continue
+            if kind == "token_usage_record":
+                self._close()
+                continue
+            if "instructions" in obj and "id" in obj and "timestamp" in obj and "payload" not in obj:
+                self.session_id = _str_or_none(obj.get("id")) or self.session_id  # the older header line
+            elif kind in _ITEM_TYPES:
+                self._item(obj, line_no)
+        self._close()
+        if self.result.notes and self.result:
+            self.result[-1].warnings.extend(self.result.notes)
+        return self.result
+
+    # -- items -------------------------------------------------------------------------------------------------
+
+    def _item(self, item: dict[str, Any], line: int) -> None:
+        kind = item.get("type")
+        role = item.get("role")
+        if kind == "message" and role == "assistant" or kind in _CALLS or kind == "reasoning":
+            self._assistant_item(item, line)
+            return
+        if kind == "message":
+            self._close()
+            text = _content_text(item.get("content"), line, self.warnings)
+            if role in ("developer", "system"):
+                self._input(Message(role="system", content=text), real_input=False)
+            elif role == "user":
+                if _INJECTED.match(text):
+                    if text.lstrip().startswith(_ABORTED):
+                        self._aborted()
+                    self._input(Message(role="system", content=text), real_input=False)
+                elif text:
+                    self._input(Message(role="user", content=text), real_input=True)
+            return
+        if kind in _OUTPUTS:
+            self._close()
+            call_id = str(item.get("call_id") or "")
+            output = _output_text(item.get("output"))
+            self._input(
+                Message(role="tool", content=output, tool_call_id=call_id, name=self.tool_names.get(call_id)),
+                real_input=True,
+            )
+
+    def _input(self, message: Message, *, real_input: bool) -> None:
+        self.history.append(message)
+        if message.role == "user":
+            self.plain.append(message)
+        if real_input:
+            self.turn_since_input = None
+
+    def _assistant_item(self, item: dict[str, Any], line: int) -> None:
+        kind = item.get("type")
+        if self.open is None:
+            self.open = _Open(first_line=line)
+        current = self.open
+        current.last_line = line
+        current.entry_id = _str_or_none(item.get("id")) or current.entry_id
+        if kind == "reasoning":
+            if self.thinking:
+                texts = [
+                    str(part.get("text") or "")
+                    for key in ("summary", "content")
+                    for part in item.get(key) or []
+                    if isinstance(part, dict) and part.get("text")
+                ]
+                current.parts.extend(ThinkingPart(text) for text in texts)
+            return  # encrypted_content is never kept
+        if kind == "message":
+            text = _content_text(item.get("content"), line, self.warnings)
+            if text:
+                current.parts.append(TextPart(text))
+                current.has_text = True
+            return
+        call_id = str(item.get("call_id") or item.get("id") or f"call_{line}")
+        if kind == "function_call":
+            name = str(item.get("name") or "")
+            arguments = item.get("arguments")
+            arguments = (
+                arguments if isinstance(arguments, str) else msgspec.json.encode(arguments or {}).decode()
+            )
+        elif kind == "custom_tool_call":
+            name = str(item.get("name") or "")
+            arguments = msgspec.json.encode(
+                item.get("input") or ""
+            ).decode()  # free-form input, as a JSON string
+        else:  # local_shell_call
+            name = "local_shell"
+            arguments = msgspec.json.encode(item.get("action") or {}).decode()
+        self.tool_names[call_id] = name
+        current.tool_calls.append(ToolCall(id=call_id, function=ToolFunction(name=name, arguments=arguments)))
+
+    def _close(self) -> None:
+        """The open assistant message is complete: add it to the history and make it a turn."""
+        current = self.open
+        if current is None:
+            return
+        self.open = None
+        message = current.build()
+        before = self.history[:]
+        self.history.append(message)
+        is_turn = self.trace or not message.tool_calls
+        if not is_turn:
+            return
+        if self.trace:
+            messages = [*before, message]
+        else:
+            messages = [*self.plain, message]
+        if _text_turns([message]):
+            self.plain.append(message)
+        blocked = None
+        if not current.has_text and not message.tool_calls:
+            blocked = "the reply is empty: nothing to train on"
+        turn = Turn(
+            line=min(self.span_start, current.first_line),
+            end_line=current.last_line,
+            messages=messages,
+            answer_index=len(messages) - 1,
+            source=Source(
+                kind="session_log",
+                uri=self.uri,
+                line=current.last_line,
+                end_line=current.last_line,
+                entry_id=current.entry_id,
+                session_id=self.session_id,
+                harness=HARNESS,
+                model=self.model,
+                provider=self.provider,
+            ),
+            tags_blocked=blocked,
+            warnings=list(dict.fromkeys(self.warnings)),
+        )
+        self.result.append(turn)
+        self.turn_since_input = turn
+        self.span_start = current.last_line + 1
+
+    def _aborted(self) -> None:
+        self._close()
+        if self.turn_since_input is not None and self.turn_since_input.tags_blocked is None:
+            self.turn_since_input.tags_blocked = "the turn was aborted (interrupted): cannot be tagged good"
+
+    def _compacted(self, payload: dict[str, Any], line: int) -> None:
+        self._close()
+        summary = str(payload.get("message") or "")
+        # The summary Codex asked the model for is logged as an assistant message just before this line, but the
+        # request that produced it is not: it is not a turn anyone can tag as sent.
+        last = self.turn_since_input
+        if last is not None and self.result and self.result[-1] is last:
+            answer = last.messages[last.answer_index]
+            text = answer.content if isinstance(answer.content, str) else ""
+            if text.strip() and text.strip() in summary:
+                self.result.pop()
+                self.turn_since_input = None
+                self.span_start = last.line
+        replacement = payload.get("replacement_history")
+        if isinstance(replacement, list):
+            self.history = []
+            saved_turns = len(self.result)
+            for item in replacement:
+                if isinstance(item, dict):
+                    self._item(item, line)
+            self._close_without_turn(saved_turns)
+            self.plain = _text_turns(self.history)
+            return
+        kept = [message for message in self.history if message.role == "user"]
+        self.history = [*kept, Message(role="user", content=summary)] if summary else kept
+        self.plain = _text_turns(self.history)
+
+    def _close_without_turn(self, turn_count: int) -> None:
+        """Replacement history may end in an assistant message: it is context, not a new turn."""
+        if self.open is not None:
+            self.history.append(self.open.build())
+            self.open = None
+        del self.result[turn_count:]
+
+
+def _content_text(content: Any, line: int, warnings: list[str]) -> str:
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") in ("input_text", "output_text", "text"):
+            texts.append(str(part.get("text") or ""))
+        elif part.get("type") in ("input_image", "image"):
+            warnings.append(f"line {line}: an image was dropped: rows carry text only")
+    return "\n".join(texts)
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        return _output_text(output.get("content", ""))
+    if isinstance(output, list):
+        return "\n".join(str(part.get("text") or "") for part in output if isinstance(part, dict))
+    return ""
+
+
+def _text_turns(messages: list[Message]) -> list[Message]:
+    """Typed user text and final text replies: no injected context, tool calls or tool results."""
+    return [
+        message
+        for message in messages
+        if message.role == "user"
+        or (
+            message.role == "assistant"
+            and not message.tool_calls
+            and isinstance(message.content, str)
+            and message.content
+        )
+        or (
+            message.role == "assistant"
+            and not message.tool_calls
+            and not isinstance(message.content, str)
+            and any(isinstance(part, TextPart) and part.text for part in message.content)
+        )
+    ]
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
