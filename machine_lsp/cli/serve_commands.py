@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     )
     serve.add_argument("--max-batch", type=int, default=32, metavar="N", help="requests decoded together")
     serve.add_argument(
-        "--max-tokens", type=int, default=1024, metavar="N", help="reply cap when a request sets none"
+        "--max-tokens", type=int, default=1024, metavar="N", help="cap on every reply's tokens (default 1024)"
     )
     serve.add_argument(
         "--temperature",

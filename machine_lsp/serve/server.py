@@ -163,9 +163,10 @@ class Server:
             except P.RequestError as exc:
                 return self._error(api, exc)
             room = self.loaded.context_length - len(tokens)
+            cap = self.settings.default_max_tokens  # --max-tokens caps every reply, asked-for or not
             generation = Generation(
                 prompt=tokens,
-                max_tokens=max(1, min(conv.max_tokens or self.settings.default_max_tokens, room)),
+                max_tokens=max(1, min(conv.max_tokens or cap, cap, room)),
                 temperature=float(
                     conv.temperature if conv.temperature is not None else self.settings.default_temperature
                 ),

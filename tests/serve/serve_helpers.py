@@ -61,9 +61,11 @@ def free_port() -> int:
 class ServeProcess:
     """`machine serve CHECKPOINT` in `project`; `url` is the /v1 base once ready."""
 
-    def __init__(self, project: Path, checkpoint: str, *extra: str, timeout: float = 300) -> None:
+    def __init__(
+        self, project: Path, checkpoint: str, *extra: str, port: int | None = None, timeout: float = 300
+    ) -> None:
         self.project = project
-        self.port = free_port()
+        self.port = port or free_port()
         self.proc = subprocess.Popen(
             [
                 sys.executable,
