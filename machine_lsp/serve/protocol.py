@@ -90,6 +90,8 @@ def _adapter(api: Api) -> pydantic.TypeAdapter[Any]:
 
 def _materialize(value: Any) -> Any:
     """pydantic validates `Iterable[...]` fields lazily; walk them so every error surfaces now."""
+    if isinstance(value, pydantic.BaseModel):  # anthropic's content unions also admit response blocks
+        return _materialize(value.model_dump(exclude_none=True))
     if isinstance(value, dict):
         return {key: _materialize(item) for key, item in value.items()}
     if isinstance(value, list | tuple | Iterator):  # pydantic's lazy ValidatorIterator is an Iterator

@@ -21,6 +21,7 @@ CAPTURE = Path(__file__).resolve().parents[1] / "capture"
 if str(CAPTURE) not in sys.path:
     sys.path.insert(0, str(CAPTURE))
 
+import agents  # noqa: E402
 from agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.agents]
@@ -48,13 +49,17 @@ def _ask(run: AgentRun, question: str) -> str:
     return answers[-1]
 
 
-def test_pi_uses_the_served_checkpoint_and_the_trained_one_answers_in_the_tagged_form(tmp_path: Path) -> None:
+def test_pi_uses_the_served_checkpoint_and_the_trained_one_answers_in_the_tagged_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     try:
         agent_executable("pi")
     except AgentMissing as exc:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail(f"{exc} (CI must run the real agents)")
         pytest.skip(str(exc))
+    # Pi's ~1.5k-token prompt is prefilled on the CPU: allow more than the capture suite's 120 s per prompt.
+    monkeypatch.setattr(agents, "RUN_TIMEOUT_S", 600)
     port = free_port()
     run = AgentRun("pi", tmp_path / "pi", SimpleNamespace(base_url=f"http://127.0.0.1:{port}"))
     project = run.project
