@@ -29,8 +29,9 @@ TINKER_KEY_ENV = "TINKER_API_KEY"
 SERVE_KEY_ENV = "MACHINE_SERVE_API_KEY"
 LOCAL_KEY = "machine-local"  # not a secret: the local server without --api-key checks no key
 LOCAL_CONTEXT = 8192
-# Tokens of instructions + tool schemas each agent sends with every request (measured, see docs/SERVE.md).
-PROMPT_TOKENS = {"pi": 1_500, "codex": 10_000, "claude": 12_000, "opencode": 3_000}
+# Tokens of instructions + tool schemas each agent sends per request, measured against `machine serve` on SmolLM2's
+# tokenizer (Pi 0.73.1, Codex 0.171.0 with plugins/apps disabled, Claude Code 2.1.332); OpenCode estimated from chars.
+PROMPT_TOKENS = {"pi": 1_550, "codex": 6_600, "claude": 12_900, "opencode": 3_000}
 
 
 class UseError(Exception):
@@ -83,12 +84,18 @@ def _load_json(path: Path) -> dict[str, Any]:
 
 def _context_warning(agent: str, ep: Endpoint) -> list[str]:
     need = PROMPT_TOKENS[agent]
-    if ep.context is not None and need >= ep.context * 0.8:
+    if ep.context is None or need < ep.context // 2:
+        return []
+    if need >= ep.context:
         return [
             f"{agent} sends about {need:,} tokens of instructions and tools with every request; the checkpoint's "
             f"context is {ep.context:,} tokens, so the server will answer it with a context-length error"
         ]
-    return []
+    return [
+        f"{agent} sends about {need:,} tokens of instructions and tools with every request, leaving about "
+        f"{ep.context - need:,} of the checkpoint's {ep.context:,}-token context for the conversation: longer "
+        "sessions will get a context-length error"
+    ]
 
 
 def pi_config(ep: Endpoint, project: Path) -> AgentConfig:

@@ -60,7 +60,7 @@ def test_codex_config_toml_keeps_comments_and_other_providers_and_warns_about_co
     (codex / "config.toml").write_text(original)
     done = use(project, "base", "--agent", "codex", "--write")
     assert done.returncode == 0, done.stderr
-    assert "context-length error" in done.stderr and "10,000 tokens" in done.stderr
+    assert "context-length error" in done.stderr and "6,600 tokens" in done.stderr
     text = (codex / "config.toml").read_text()
     assert text.startswith(original)  # nothing of the user's is rewritten
     config = tomllib.loads(text)
