@@ -90,8 +90,9 @@ class Server:
             return await handler(request)
         except web.HTTPException as exc:
             if exc.status >= 400:
-                error = P.RequestError(exc.reason or "error", status=exc.status)
-                return self._error(self._api_of(request.path), error, "not_found_error")
+                error = P.RequestError(f"{request.method} {request.path}: {exc.reason}", status=exc.status)
+                kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+                return self._error(self._api_of(request.path), error, kind)
             raise
         except Exception as exc:  # a bug answers 500 in the API's shape; the server keeps serving
             logging.getLogger("machine.serve").exception("request to %s failed", request.path)
