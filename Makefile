@@ -64,6 +64,7 @@ bench: setup
 	$(PY) bench/eval_batched.py
 	$(PY) bench/train_throughput.py
 	$(PY) bench/capture.py
+	$(PY) bench/serve.py
 
 clean:
 	rm -rf $(VENV) .tools build dist *.egg-info .pytest_cache .ruff_cache

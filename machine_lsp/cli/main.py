@@ -27,6 +27,7 @@ REGISTRARS = [
     "machine_lsp.cli.eval_commands",  # train eval init|baseline|checkpoint|compare|probe
     "machine_lsp.cli.jobs_commands",  # jobs [list|cancel]
     "machine_lsp.cli.sessions_command",  # sessions
+    "machine_lsp.cli.serve_commands",  # serve, use
 ]
 
 

@@ -1,0 +1,195 @@
+"""`machine serve [CHECKPOINT]` and `machine use CHECKPOINT --agent A`: use a trained checkpoint from an agent.
+
+`serve` binds its port first (a taken port fails before the model loads), loads the checkpoint (LoRA merged) and
+answers OpenAI Chat Completions, OpenAI Responses and Anthropic Messages on 127.0.0.1; every answered exchange is
+appended to `.machine/served/<date>.jsonl` for tagging. Heavy imports happen only inside the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import os
+import signal
+
+from rich.console import Console
+from rich.markup import escape
+
+from machine_lsp.core.store import find_machine_dir
+from machine_lsp.serve import agents
+from machine_lsp.serve.checkpoints import CheckpointError, resolve
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def _err() -> Console:
+    return Console(stderr=True, soft_wrap=True)
+
+
+def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve", help="serve a checkpoint to agents (OpenAI / Anthropic APIs on 127.0.0.1)"
+    )
+    serve.add_argument(
+        "checkpoint",
+        nargs="?",
+        default="latest",
+        metavar="CHECKPOINT",
+        help="latest (default: the newest training run's last checkpoint), base, local://RUN/NAME or a directory",
+    )
+    serve.add_argument("--port", type=int, default=agents.DEFAULT_PORT, metavar="P")
+    serve.add_argument("--host", default="127.0.0.1", metavar="H", help="non-loopback hosts need --api-key")
+    serve.add_argument(
+        "--api-key",
+        metavar="K",
+        default=os.environ.get(agents.SERVE_KEY_ENV),
+        help=f"key clients must send (default: ${agents.SERVE_KEY_ENV})",
+    )
+    serve.add_argument("--max-batch", type=int, default=32, metavar="N", help="requests decoded together")
+    serve.add_argument(
+        "--max-tokens", type=int, default=1024, metavar="N", help="cap on every reply's tokens (default 1024)"
+    )
+    serve.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        metavar="T",
+        help="when a request sets none (default 0: greedy)",
+    )
+    serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
+    serve.add_argument("--no-merge", action="store_true", help="keep the LoRA adapter unmerged (slower)")
+    serve.set_defaults(func=_serve)
+
+    use = sub.add_parser("use", help="print (or --write) an agent's config to use a checkpoint")
+    use.add_argument("checkpoint", metavar="CHECKPOINT", help="latest, base, local://RUN/NAME or tinker://…")
+    use.add_argument("--agent", required=True, choices=agents.AGENTS)
+    use.add_argument("--write", action="store_true", help="merge it into the config file the agent reads")
+    use.add_argument(
+        "--port", type=int, default=agents.DEFAULT_PORT, metavar="P", help="port of `machine serve`"
+    )
+    use.add_argument(
+        "--keyed", action="store_true", help=f"the server checks a key (${agents.SERVE_KEY_ENV})"
+    )
+    use.set_defaults(func=_use)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(args: argparse.Namespace) -> int:
+    err = _err()
+    if not 0 < args.port < 65536:
+        err.print(f"machine serve: --port must be 1-65535, got {args.port}")
+        return EXIT_USAGE
+    if not _is_loopback(args.host) and not args.api_key:
+        err.print(
+            f"machine serve: refusing to listen on {escape(args.host)} without a key: pass --api-key "
+            f"(or set {agents.SERVE_KEY_ENV}); clients then send it as a Bearer token or x-api-key"
+        )
+        return EXIT_USAGE
+    if args.max_batch < 1 or args.max_tokens < 1 or args.temperature < 0:
+        err.print("machine serve: --max-batch and --max-tokens must be at least 1, --temperature >= 0")
+        return EXIT_USAGE
+    machine_dir = find_machine_dir()
+    try:
+        target = resolve(args.checkpoint, machine_dir)
+    except CheckpointError as exc:
+        err.print(f"machine serve: {escape(str(exc))}")
+        return EXIT_USAGE
+    if target.kind == "tinker":
+        err.print(
+            f"machine serve: {escape(target.address)} is served by Tinker itself; point an agent at it with "
+            f"`machine use {escape(target.address)} --agent pi|claude|opencode`"
+        )
+        return EXIT_USAGE
+
+    from machine_lsp.serve import server
+
+    try:
+        sock = server.bind(args.host, args.port)
+    except OSError as exc:
+        reason = (
+            "is in use (another server?)" if exc.errno in (98, 48) else f"cannot be opened: {exc.strerror}"
+        )
+        err.print(
+            f"machine serve: port {args.port} on {escape(args.host)} {reason}; choose another with --port"
+        )
+        return EXIT_USAGE
+
+    from machine_lsp.engines.base import EngineError
+    from machine_lsp.serve import generation
+    from machine_lsp.serve.served_log import ServedLog
+
+    err.print(f"loading {escape(target.address)} ({escape(target.base_model)}) …")
+    try:
+        loaded = generation.load(
+            target.directory, base_model=target.base_model, merge=not args.no_merge, store_root=machine_dir
+        )
+    except EngineError as exc:
+        sock.close()
+        err.print(f"machine serve: {escape(str(exc))}")
+        return EXIT_USAGE
+    settings = server.ServeSettings(
+        model_name=agents.MODEL_ID,
+        checkpoint=target.address,
+        api_key=args.api_key or None,
+        default_max_tokens=args.max_tokens,
+        default_temperature=args.temperature,
+        log=None if args.no_log else ServedLog(machine_dir),
+    )
+
+    def ready(url: str) -> None:
+        log = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
+        print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await server.run(sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop)
+
+    asyncio.run(main())
+    err.print("machine serve: stopped")
+    return EXIT_OK
+
+
+def _use(args: argparse.Namespace) -> int:
+    err = _err()
+    machine_dir = find_machine_dir()
+    try:
+        target = resolve(args.checkpoint, machine_dir)
+    except CheckpointError as exc:
+        err.print(f"machine use: {escape(str(exc))}")
+        return EXIT_USAGE
+    ep = agents.endpoint_for(target.address, target.kind, port=args.port, keyed=args.keyed)
+    try:
+        cfg = agents.config_for(args.agent, ep, machine_dir.parent)
+    except agents.UseError as exc:
+        err.print(f"machine use: {escape(str(exc))}")
+        return EXIT_USAGE
+    for warning in cfg.warnings:
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
+    out = Console(soft_wrap=True, highlight=False)
+    out.print(f"# {cfg.agent}: {cfg.path}")
+    print(cfg.text.rstrip("\n"))
+    for note in cfg.notes:
+        out.print(f"# {escape(note)}")
+    if ep.local:
+        out.print(f"# start the server: machine serve {escape(args.checkpoint)} --port {args.port}")
+    if args.write:
+        try:
+            written = agents.write(cfg)
+        except OSError as exc:
+            err.print(f"machine use: cannot write {cfg.path}: {exc.strerror}")
+            return EXIT_USAGE
+        for path in written:
+            out.print(f"wrote {path}")
+    return EXIT_OK

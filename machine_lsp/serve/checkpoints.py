@@ -1,0 +1,81 @@
+"""What `machine serve X` / `machine use X` name: `base`, `latest`, `local://RUN/NAME`, a checkpoint directory,
+or `tinker://…` (served by Tinker itself). Pure path logic: no torch, no network."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from machine_lsp.core import runs
+from machine_lsp.engines import smollm2
+from machine_lsp.engines.base import (
+    CHECKPOINT_MANIFEST,
+    LOCAL_SCHEME,
+    TINKER_SCHEME,
+    EngineError,
+    resolve_local_checkpoint,
+)
+
+BASE = "base"
+
+
+class CheckpointError(Exception):
+    """The checkpoint named cannot be served; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved checkpoint: `address` is what rows and configs record; `directory` is None for base/tinker."""
+
+    address: str
+    kind: str  # "base" | "local" | "tinker"
+    directory: Path | None = None
+    base_model: str = smollm2.MODEL_NAME
+
+
+def resolve(name: str, machine_dir: Path) -> Target:
+    """`name` -> Target; CheckpointError with a one-line reason when it does not exist."""
+    name = name.strip()
+    if name == BASE:
+        return Target(address=BASE, kind="base")
+    if name.startswith(TINKER_SCHEME):
+        if "/sampler_weights/" not in name:
+            raise CheckpointError(
+                f"{name}: Tinker serves sampler checkpoints (tinker://RUN/sampler_weights/NAME), not training state"
+            )
+        return Target(address=name, kind="tinker")
+    address = name
+    if name == runs.LATEST:
+        try:
+            address = runs.latest_checkpoint(machine_dir / "runs")
+        except LookupError as exc:
+            raise CheckpointError(str(exc)) from None
+        if address.startswith(TINKER_SCHEME):
+            return Target(address=address, kind="tinker")
+    if not address.startswith(LOCAL_SCHEME) and "://" in address:
+        raise CheckpointError(
+            f"unknown checkpoint {name!r}: use base, latest, local://RUN/NAME, tinker://RUN/sampler_weights/NAME "
+            "or a checkpoint directory"
+        )
+    if not address.startswith(LOCAL_SCHEME) and not Path(address).expanduser().is_dir():
+        raise CheckpointError(
+            f"unknown checkpoint {name!r}: not base, latest, a local:// or tinker:// address, or a directory"
+        )
+    try:
+        directory = resolve_local_checkpoint(address, machine_dir)
+    except EngineError as exc:
+        raise CheckpointError(str(exc)) from None
+    try:
+        manifest = json.loads((directory / CHECKPOINT_MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"unreadable checkpoint manifest in {directory}: {exc}") from None
+    base_model = str(manifest.get("base_model") or smollm2.MODEL_NAME)
+    if manifest.get("engine", "local") != "local":
+        raise CheckpointError(f"{address} was not trained by the local engine")
+    return Target(
+        address=str(manifest.get("address") or address),
+        kind="local",
+        directory=directory,
+        base_model=base_model,
+    )

@@ -1,0 +1,636 @@
+"""Requests of the three APIs the agents speak -> one `Conversation`; a parsed reply -> each API's response shapes.
+
+Requests are validated against the SDKs' own parameter types (`openai`'s `CompletionCreateParamsBase` and
+`ResponseCreateParamsBase`, `anthropic`'s `MessageCreateParamsBase`) with pydantic; responses and stream events
+are built from the SDKs' response models (`ChatCompletion`, `ChatCompletionChunk`, `Response` and its stream
+events, `anthropic.types.Message` and the `Raw*Event`s). Nothing here is a hand-written wire dict.
+
+The conversation is kept as core `Message`s, exactly as the model sees it: when tools are offered, the system
+message carries the renderer's tool block (`create_conversation_prefix_with_tools`), so a served row tagged and
+trained on renders to the same tokens the server was sent.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic
+
+from machine_lsp.core.schema import Message, ToolCall, ToolFunction
+
+Api = Literal["chat.completions", "responses", "messages"]
+
+
+class RequestError(Exception):
+    """A request the server refuses with HTTP 400 (or `status`), in the API's own error shape."""
+
+    def __init__(self, message: str, *, code: str | None = None, param: str | None = None, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.param = param
+        self.status = status
+
+
+@dataclass
+class Conversation:
+    """What one request asks for, independent of the API it came through."""
+
+    api: Api
+    model: str
+    messages: list[Message]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stream: bool = False
+    stop: list[str] = field(default_factory=list)
+    include_usage: bool = False
+
+
+@dataclass
+class Reply:
+    """The model's answer, parsed by the renderer."""
+
+    text: str
+    tool_calls: list[ToolCall]
+    finish: Literal["stop", "length", "tool_calls"]
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Validation against the SDK types
+
+
+@functools.cache
+def _adapter(api: Api) -> pydantic.TypeAdapter[Any]:
+    if api == "chat.completions":
+        from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+
+        return pydantic.TypeAdapter(CompletionCreateParamsBase)
+    if api == "responses":
+        from openai.types.responses.response_create_params import ResponseCreateParamsBase
+
+        return pydantic.TypeAdapter(ResponseCreateParamsBase)
+    from anthropic.types.message_create_params import MessageCreateParamsBase
+
+    return pydantic.TypeAdapter(MessageCreateParamsBase)
+
+
+def _materialize(value: Any) -> Any:
+    """pydantic validates `Iterable[...]` fields lazily; walk them so every error surfaces now."""
+    if isinstance(value, pydantic.BaseModel):  # anthropic's content unions also admit response blocks
+        return _materialize(value.model_dump(exclude_none=True))
+    if isinstance(value, dict):
+        return {key: _materialize(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | Iterator):  # pydantic's lazy ValidatorIterator is an Iterator
+        return [_materialize(item) for item in value]
+    return value
+
+
+def validate(api: Api, body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise RequestError(f"the request body must be a JSON object, not {type(body).__name__}")
+    try:
+        return _materialize(_adapter(api).validate_python(body))
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise RequestError(
+            f"invalid request: {where}: {first['msg']} ({exc.error_count()} error(s))", param=where
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Requests -> Conversation
+
+
+def _text(content: Any, where: str, allowed: tuple[str, ...] = ("text", "input_text", "output_text")) -> str:
+    """Plain text of a content value: a string or a list of text parts; other parts are refused."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for part in content:
+        kind = part.get("type")
+        if kind in allowed:
+            pieces.append(part.get("text", ""))
+        elif kind in {"thinking", "redacted_thinking", "reasoning"}:
+            continue  # earlier reasoning is not shown to the model again
+        else:
+            raise RequestError(
+                f"{where}: content part type {kind!r} is not supported by this server (text only)"
+            )
+    return "".join(pieces)
+
+
+def _arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+
+
+def _common(conv: Conversation, params: dict[str, Any], body: dict[str, Any]) -> Conversation:
+    for name in ("temperature", "top_p"):
+        value = params.get(name)
+        if value is not None and (not isinstance(value, int | float) or value < 0):
+            raise RequestError(f"{name} must be a non-negative number", param=name)
+    conv.temperature = params.get("temperature")
+    conv.top_p = params.get("top_p")
+    conv.stream = body.get("stream") is True  # `stream` lives in the SDKs' Streaming/NonStreaming subtypes
+    if conv.max_tokens is not None and conv.max_tokens < 1:
+        raise RequestError("max_tokens must be at least 1", param="max_tokens")
+    return conv
+
+
+def from_chat_completions(body: Any) -> Conversation:
+    params = validate("chat.completions", body)
+    messages: list[Message] = []
+    for index, item in enumerate(params["messages"]):
+        role = item["role"]
+        where = f"messages.{index}"
+        if role in {"system", "developer"}:
+            messages.append(Message(role="system", content=_text(item["content"], where)))
+        elif role == "user":
+            messages.append(Message(role="user", content=_text(item["content"], where)))
+        elif role == "assistant":
+            calls = [
+                ToolCall(
+                    id=call["id"],
+                    function=ToolFunction(
+                        name=call["function"]["name"], arguments=call["function"]["arguments"]
+                    ),
+                )
+                for call in item.get("tool_calls") or []
+                if call.get("type", "function") == "function"
+            ]
+            messages.append(
+                Message(role="assistant", content=_text(item.get("content"), where), tool_calls=calls or None)
+            )
+        elif role == "tool":
+            messages.append(
+                Message(role="tool", content=_text(item["content"], where), tool_call_id=item["tool_call_id"])
+            )
+        else:
+            raise RequestError(f"{where}: role {role!r} is not supported", param=f"{where}.role")
+    tools = [
+        {
+            "name": tool["function"]["name"],
+            "description": tool["function"].get("description", ""),
+            "parameters": tool["function"].get("parameters") or {"type": "object", "properties": {}},
+        }
+        for tool in params.get("tools") or []
+        if tool.get("type") == "function"
+    ]
+    stop = params.get("stop")
+    conv = Conversation(
+        api="chat.completions",
+        model=params["model"],
+        messages=messages,
+        tools=tools if params.get("tool_choice") != "none" else [],
+        max_tokens=params.get("max_completion_tokens") or params.get("max_tokens"),
+        stop=[stop] if isinstance(stop, str) else list(stop or []),
+        include_usage=bool((params.get("stream_options") or {}).get("include_usage")),
+    )
+    if params.get("n") not in (None, 1):
+        raise RequestError("only n=1 is supported", param="n")
+    return _common(conv, params, body)
+
+
+def from_responses(body: Any) -> Conversation:
+    params = validate("responses", body)
+    if params.get("previous_response_id"):
+        raise RequestError(
+            "previous_response_id is not supported: this server keeps no state; send the whole input",
+            param="previous_response_id",
+        )
+    messages: list[Message] = []
+    if params.get("instructions"):
+        messages.append(Message(role="system", content=params["instructions"]))
+    items = params.get("input")
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    for index, item in enumerate(items or []):
+        kind = item.get("type", "message")
+        where = f"input.{index}"
+        if kind == "message":
+            role = item["role"]
+            text = _text(item["content"], where)
+            if role in {"system", "developer"}:
+                messages.append(Message(role="system", content=text))
+            elif role in {"user", "assistant"}:
+                messages.append(Message(role=role, content=text))
+            else:
+                raise RequestError(f"{where}: role {role!r} is not supported", param=f"{where}.role")
+        elif kind == "function_call":
+            call = ToolCall(
+                id=item["call_id"], function=ToolFunction(name=item["name"], arguments=item["arguments"])
+            )
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "assistant" and (last.tool_calls or not last.content):
+                last.tool_calls = [*(last.tool_calls or []), call]
+            else:
+                messages.append(Message(role="assistant", content="", tool_calls=[call]))
+        elif kind == "function_call_output":
+            output = item["output"]
+            messages.append(
+                Message(
+                    role="tool",
+                    content=_text(output, where, ("input_text", "text")),
+                    tool_call_id=item["call_id"],
+                )
+            )
+        elif kind == "reasoning":
+            continue
+        else:
+            raise RequestError(f"{where}: input item type {kind!r} is not supported by this server")
+    tools = [
+        {
+            "name": tool["name"],
+            "description": tool.get("description") or "",
+            "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
+        }
+        for tool in params.get("tools") or []
+        if tool.get("type") == "function"
+    ]
+    conv = Conversation(
+        api="responses",
+        model=params.get("model") or "",
+        messages=messages,
+        tools=tools if params.get("tool_choice") != "none" else [],
+        max_tokens=params.get("max_output_tokens"),
+    )
+    return _common(conv, params, body)
+
+
+def from_messages(body: Any) -> Conversation:
+    params = validate("messages", body)
+    messages: list[Message] = []
+    system = params.get("system")
+    if system:
+        messages.append(Message(role="system", content=_text(system, "system")))
+    for index, item in enumerate(params["messages"]):
+        where = f"messages.{index}"
+        content = item["content"]
+        if isinstance(content, str):
+            messages.append(Message(role=item["role"], content=content))
+            continue
+        if item["role"] == "assistant":
+            text, calls = [], []
+            for block in content:
+                kind = block.get("type")
+                if kind == "text":
+                    text.append(block["text"])
+                elif kind == "tool_use":
+                    calls.append(
+                        ToolCall(
+                            id=block["id"],
+                            function=ToolFunction(
+                                name=block["name"], arguments=_arguments_text(block["input"])
+                            ),
+                        )
+                    )
+                elif kind in {"thinking", "redacted_thinking"}:
+                    continue
+                else:
+                    raise RequestError(
+                        f"{where}: content block type {kind!r} is not supported by this server"
+                    )
+            messages.append(Message(role="assistant", content="".join(text), tool_calls=calls or None))
+            continue
+        pending: list[str] = []
+        for block in content:
+            kind = block.get("type")
+            if kind == "text":
+                pending.append(block["text"])
+            elif kind == "tool_result":
+                result = block.get("content")
+                messages.append(
+                    Message(role="tool", content=_text(result, where), tool_call_id=block["tool_use_id"])
+                )
+            else:
+                raise RequestError(f"{where}: content block type {kind!r} is not supported by this server")
+        if pending:
+            messages.append(Message(role="user", content="".join(pending)))
+    tools = [
+        {
+            "name": tool["name"],
+            "description": tool.get("description") or "",
+            "parameters": tool.get("input_schema") or {"type": "object", "properties": {}},
+        }
+        for tool in params.get("tools") or []
+        if "input_schema" in tool
+    ]
+    choice = params.get("tool_choice") or {}
+    stop = params.get("stop_sequences")
+    conv = Conversation(
+        api="messages",
+        model=params["model"],
+        messages=messages,
+        tools=tools if choice.get("type") != "none" else [],
+        max_tokens=params["max_tokens"],
+        stop=list(stop or []),
+    )
+    return _common(conv, params, body)
+
+
+PARSERS = {"chat.completions": from_chat_completions, "responses": from_responses, "messages": from_messages}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Rendering and parsing with the cookbook renderer
+
+
+def with_tools(messages: list[Message], tools: list[dict[str, Any]], renderer: Any) -> list[Message]:
+    """The conversation as the model sees it: system messages + the renderer's tool block in one system message."""
+    if not tools:
+        return messages
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and isinstance(m.content, str))
+    prefix = renderer.create_conversation_prefix_with_tools(tools, system)
+    head = [Message(role="system", content=str(m["content"])) for m in prefix]
+    return head + [m for m in messages if m.role != "system"]
+
+
+def parse_reply(
+    tokens: list[int], renderer: Any, end_token: int | None, finished: bool
+) -> tuple[str, list[ToolCall]]:
+    """The reply's text and tool calls (`renderer.parse_response`); a cut-off reply stays plain text."""
+    if not finished or end_token is None:
+        return renderer.tokenizer.decode(tokens, skip_special_tokens=False), []
+    message, _ = renderer.parse_response([*tokens, end_token])
+    content = message["content"]
+    if isinstance(content, str):
+        text = content
+    else:
+        text = "".join(part["text"] for part in content if part.get("type") == "text")
+    calls = []
+    for call in message.get("tool_calls") or []:
+        calls.append(
+            ToolCall(
+                id=call.id or new_id("call_"),
+                function=ToolFunction(name=call.function.name, arguments=call.function.arguments),
+            )
+        )
+    if calls:
+        text = text.strip()
+    return text, calls
+
+
+TOOL_OPEN = "<tool_call>"
+
+
+def streamable_prefix(text: str) -> int:
+    """How much of `text` can be streamed as plain text now: everything before a tool-call block, holding back a
+    tail that may be the start of one, and an incomplete UTF-8 character."""
+    cut = text.find(TOOL_OPEN)
+    if cut >= 0:
+        return cut
+    end = len(text)
+    while end and text[end - 1] == "\ufffd":
+        end -= 1
+    for size in range(min(len(TOOL_OPEN) - 1, end), 0, -1):
+        if text[:end].endswith(TOOL_OPEN[:size]):
+            return end - size
+    return end
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Responses: OpenAI Chat Completions
+
+
+def _dump(model: Any) -> bytes:
+    return model.model_dump_json(exclude_none=True).encode()
+
+
+def chat_completion(reply: Reply, model: str, response_id: str) -> bytes:
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
+    from openai.types.chat.chat_completion import Choice
+    from openai.types.completion_usage import CompletionUsage
+
+    calls = [
+        ChatCompletionMessageFunctionToolCall(
+            id=c.id, type="function", function={"name": c.function.name, "arguments": c.function.arguments}
+        )
+        for c in reply.tool_calls
+    ]
+    message = ChatCompletionMessage(role="assistant", content=reply.text or None, tool_calls=calls or None)
+    return _dump(
+        ChatCompletion(
+            id=response_id,
+            object="chat.completion",
+            created=int(time.time()),
+            model=model,
+            choices=[Choice(index=0, message=message, finish_reason=reply.finish)],
+            usage=CompletionUsage(
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                total_tokens=reply.prompt_tokens + reply.completion_tokens,
+            ),
+        )
+    )
+
+
+def chat_chunk(
+    response_id: str,
+    model: str,
+    *,
+    role: bool = False,
+    text: str | None = None,
+    tool_calls: list[ToolCall] | None = None,
+    finish: str | None = None,
+    usage: Reply | None = None,
+) -> bytes:
+    from openai.types.chat import ChatCompletionChunk
+    from openai.types.chat.chat_completion_chunk import Choice, ChoiceDelta, ChoiceDeltaToolCall
+    from openai.types.completion_usage import CompletionUsage
+
+    choices = []
+    if usage is None:
+        delta = ChoiceDelta(
+            role="assistant" if role else None,
+            content=text,
+            tool_calls=[
+                ChoiceDeltaToolCall(
+                    index=i,
+                    id=c.id,
+                    type="function",
+                    function={"name": c.function.name, "arguments": c.function.arguments},
+                )
+                for i, c in enumerate(tool_calls or [])
+            ]
+            or None,
+        )
+        choices = [Choice(index=0, delta=delta, finish_reason=finish)]
+    chunk = ChatCompletionChunk(
+        id=response_id,
+        object="chat.completion.chunk",
+        created=int(time.time()),
+        model=model,
+        choices=choices,
+        usage=CompletionUsage(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.prompt_tokens + usage.completion_tokens,
+        )
+        if usage is not None
+        else None,
+    )
+    return _dump(chunk)
+
+
+def openai_error(error: RequestError, kind: str = "invalid_request_error") -> bytes:
+    from openai.types import ErrorObject
+
+    return (
+        b'{"error":'
+        + _dump(ErrorObject(message=error.message, type=kind, param=error.param, code=error.code))
+        + b"}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Responses: OpenAI Responses
+
+
+def response_object(
+    response_id: str,
+    model: str,
+    *,
+    status: str,
+    output: list[Any],
+    reply: Reply | None = None,
+    max_output_tokens: int | None = None,
+) -> Any:
+    from openai.types.responses import Response, ResponseUsage
+    from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+    usage = None
+    if reply is not None:
+        usage = ResponseUsage(
+            input_tokens=reply.prompt_tokens,
+            input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+            output_tokens=reply.completion_tokens,
+            output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+            total_tokens=reply.prompt_tokens + reply.completion_tokens,
+        )
+    incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
+    return Response(
+        id=response_id,
+        object="response",
+        created_at=time.time(),
+        model=model,
+        status=status,
+        output=output,
+        parallel_tool_calls=True,
+        tool_choice="auto",
+        tools=[],
+        usage=usage,
+        incomplete_details=incomplete,
+        max_output_tokens=max_output_tokens,
+    )
+
+
+def response_output(reply: Reply, message_id: str) -> list[Any]:
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    output: list[Any] = []
+    if reply.text or not reply.tool_calls:
+        output.append(
+            ResponseOutputMessage(
+                id=message_id,
+                type="message",
+                role="assistant",
+                status="completed" if reply.finish != "length" else "incomplete",
+                content=[ResponseOutputText(type="output_text", text=reply.text, annotations=[])],
+            )
+        )
+    for call in reply.tool_calls:
+        output.append(
+            ResponseFunctionToolCall(
+                id=new_id("fc_"),
+                type="function_call",
+                call_id=call.id,
+                name=call.function.name,
+                arguments=call.function.arguments,
+                status="completed",
+            )
+        )
+    return output
+
+
+def response_status(reply: Reply) -> str:
+    return "incomplete" if reply.finish == "length" else "completed"
+
+
+def dump(model: Any) -> bytes:
+    return _dump(model)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Responses: Anthropic Messages
+
+
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def _tool_input(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return {"arguments": arguments}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def anthropic_blocks(reply: Reply) -> list[Any]:
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    blocks: list[Any] = []
+    if reply.text or not reply.tool_calls:
+        blocks.append(TextBlock(type="text", text=reply.text))
+    for call in reply.tool_calls:
+        blocks.append(
+            ToolUseBlock(
+                type="tool_use",
+                id=call.id,
+                name=call.function.name,
+                input=_tool_input(call.function.arguments),
+            )
+        )
+    return blocks
+
+
+def anthropic_message(reply: Reply | None, model: str, message_id: str, prompt_tokens: int = 0) -> Any:
+    from anthropic.types import Message as AnthropicMessage
+    from anthropic.types import Usage
+
+    return AnthropicMessage(
+        id=message_id,
+        type="message",
+        role="assistant",
+        model=model,
+        content=anthropic_blocks(reply) if reply is not None else [],
+        stop_reason=STOP_REASONS[reply.finish] if reply is not None else None,
+        stop_sequence=None,
+        usage=Usage(
+            input_tokens=reply.prompt_tokens if reply is not None else prompt_tokens,
+            output_tokens=reply.completion_tokens if reply is not None else 0,
+        ),
+    )
+
+
+def anthropic_error(error: RequestError, kind: str = "invalid_request_error") -> bytes:
+    from anthropic.types import ErrorResponse
+
+    return _dump(
+        ErrorResponse.model_validate({"type": "error", "error": {"type": kind, "message": error.message}})
+    )

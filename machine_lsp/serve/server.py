@@ -1,0 +1,647 @@
+"""The HTTP face of `machine serve` (aiohttp): OpenAI Chat Completions and Responses, Anthropic Messages, models.
+
+Each request is validated (`protocol`), rendered with the model's cookbook renderer, checked against the context
+length, decoded by the shared `BatchGenerator` and answered in the API's own shape, streamed (SSE) or whole. An
+answered exchange is appended to `.machine/served/<date>.jsonl`. Errors are answered in the API's own error shape:
+400 for bad input (malformed JSON, a request the SDK types reject, a prompt over the context length), 401 for a
+missing or wrong key when the server was started with one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from machine_lsp.core.schema import Message
+from machine_lsp.engines import render
+from machine_lsp.serve import protocol as P
+from machine_lsp.serve.generation import BatchGenerator, Generation, Loaded
+from machine_lsp.serve.served_log import ServedLog, ServedRow, now_iso, usage
+
+DEFAULT_MAX_TOKENS = 1024
+DISCONNECTS = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, asyncio.CancelledError)
+
+
+@dataclass
+class ServeSettings:
+    model_name: str
+    checkpoint: str
+    api_key: str | None = None
+    default_max_tokens: int = DEFAULT_MAX_TOKENS
+    default_temperature: float = 0.0
+    log: ServedLog | None = None
+
+
+class Server:
+    def __init__(self, loaded: Loaded, generator: BatchGenerator, settings: ServeSettings) -> None:
+        self.loaded = loaded
+        self.generator = generator
+        self.settings = settings
+        self.renderer = loaded.renderer
+        self.tokenizer = loaded.tokenizer
+        self.end_token = min(loaded.stop_ids) if loaded.stop_ids else None
+        self.served = 0
+
+    # -- app ------------------------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._auth])
+        app.router.add_get("/health", self.health)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/chat/completions", self._route("chat.completions"))
+        app.router.add_post("/v1/responses", self._route("responses"))
+        app.router.add_post("/v1/messages", self._route("messages"))
+        app.router.add_post("/v1/messages/count_tokens", self.count_tokens)
+        return app
+
+    @staticmethod
+    def _api_of(path: str) -> P.Api:
+        if path.startswith("/v1/messages"):
+            return "messages"
+        if path.startswith("/v1/responses"):
+            return "responses"
+        return "chat.completions"
+
+    def _error(self, api: P.Api, error: P.RequestError, kind: str = "invalid_request_error") -> web.Response:
+        body = P.anthropic_error(error, kind) if api == "messages" else P.openai_error(error, kind)
+        return web.Response(body=body, status=error.status, content_type="application/json")
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        key = self.settings.api_key
+        if key and request.path != "/health":
+            given = request.headers.get("x-api-key") or ""
+            bearer = request.headers.get("Authorization", "")
+            if bearer.lower().startswith("bearer "):
+                given = given or bearer[7:].strip()
+            if not hmac.compare_digest(given.encode(), key.encode()):
+                error = P.RequestError("missing or wrong API key", status=401)
+                return self._error(self._api_of(request.path), error, "authentication_error")
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status >= 400:
+                error = P.RequestError(f"{request.method} {request.path}: {exc.reason}", status=exc.status)
+                kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+                return self._error(self._api_of(request.path), error, kind)
+            raise
+        except Exception as exc:  # a bug answers 500 in the API's shape; the server keeps serving
+            logging.getLogger("machine.serve").exception("request to %s failed", request.path)
+            error = P.RequestError(f"internal error: {type(exc).__name__}: {exc}", status=500)
+            return self._error(self._api_of(request.path), error, "api_error")
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "model": self.settings.model_name})
+
+    async def models(self, request: web.Request) -> web.Response:
+        from openai.types import Model
+
+        model = Model(id=self.settings.model_name, created=0, object="model", owned_by="machine")
+        body = b'{"object":"list","data":[' + P.dump(model) + b"]}"
+        return web.Response(body=body, content_type="application/json")
+
+    async def count_tokens(self, request: web.Request) -> web.Response:
+        from anthropic.types import MessageTokensCount
+
+        try:
+            body = await self._json(request)
+            conv = P.from_messages({"max_tokens": 1, **body} if isinstance(body, dict) else body)
+            tokens = self._prompt(conv)[1]
+        except P.RequestError as exc:
+            return self._error("messages", exc)
+        return web.Response(
+            body=P.dump(MessageTokensCount(input_tokens=len(tokens))), content_type="application/json"
+        )
+
+    # -- one request ----------------------------------------------------------------------------------------
+
+    async def _json(self, request: web.Request) -> Any:
+        raw = await request.read()
+        try:
+            return msgspec.json.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise P.RequestError(f"malformed JSON in the request body: {exc}") from None
+
+    def _prompt(self, conv: P.Conversation) -> tuple[list[Message], list[int]]:
+        messages = P.with_tools(conv.messages, conv.tools, self.renderer)
+        if not messages:
+            raise P.RequestError("the request has no messages", param="messages")
+        try:
+            tokens = render.prompt_tokens(messages, self.renderer)
+        except Exception as exc:  # the renderer refuses a conversation it cannot render
+            raise P.RequestError(f"cannot render the conversation: {exc}") from None
+        return messages, tokens
+
+    def _check_context(self, api: P.Api, prompt_tokens: int) -> None:
+        limit = self.loaded.context_length
+        if prompt_tokens < limit:
+            return
+        if api == "messages":
+            message = f"prompt is too long: {prompt_tokens} tokens > {limit - 1} maximum"
+        else:
+            message = (
+                f"This model's maximum context length is {limit} tokens. However, your messages resulted in "
+                f"{prompt_tokens} tokens. Please reduce the length of the messages."
+            )
+        raise P.RequestError(message, code="context_length_exceeded", param="messages")
+
+    def _route(self, api: P.Api) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            try:
+                body = await self._json(request)
+                conv = P.PARSERS[api](body)
+                messages, tokens = self._prompt(conv)
+                self._check_context(api, len(tokens))
+            except P.RequestError as exc:
+                return self._error(api, exc)
+            room = self.loaded.context_length - len(tokens)
+            cap = self.settings.default_max_tokens  # --max-tokens caps every reply, asked-for or not
+            generation = Generation(
+                prompt=tokens,
+                max_tokens=max(1, min(conv.max_tokens or cap, cap, room)),
+                temperature=float(
+                    conv.temperature if conv.temperature is not None else self.settings.default_temperature
+                ),
+                top_p=float(conv.top_p if conv.top_p is not None else 1.0),
+            )
+            self.generator.submit(generation)
+            exchange = Exchange(self, conv, messages, generation)
+            try:
+                if conv.stream:
+                    return await STREAMERS[api](exchange, request)
+                return await exchange.whole()
+            finally:
+                if generation.finish_reason is None:
+                    generation.cancel()
+
+        return handle
+
+
+class Exchange:
+    """One request being answered: turns the generation's tokens into text deltas and the final reply."""
+
+    def __init__(self, server: Server, conv: P.Conversation, messages: list[Message], generation: Generation):
+        self.server = server
+        self.conv = conv
+        self.messages = messages
+        self.generation = generation
+        self.model = server.settings.model_name
+        self.response_id = P.new_id(
+            {"chat.completions": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[conv.api]
+        )
+        self.text = ""
+        self.sent = 0
+        self.stopped = False
+
+    async def deltas(self) -> Any:
+        """Yield text that is safe to show now (never part of a tool-call block)."""
+        tokenizer = self.server.tokenizer
+        async for _ in self.generation.stream():
+            self.text = tokenizer.decode(self.generation.tokens, skip_special_tokens=False)
+            for stop in self.conv.stop:
+                at = self.text.find(stop, max(0, self.sent - len(stop)))
+                if stop and at >= 0:
+                    self.text = self.text[:at]
+                    self.stopped = True
+            if self.stopped:
+                self.generation.cancel()
+            safe = P.streamable_prefix(self.text)
+            if safe > self.sent:
+                yield self.text[self.sent : safe]
+                self.sent = safe
+            if self.stopped:
+                break
+        if self.generation.finish_reason is None and not self.stopped:
+            raise asyncio.CancelledError  # the stream ended without an outcome: the server is closing
+
+    def reply(self) -> P.Reply:
+        generation = self.generation
+        if generation.finish_reason == "error":
+            raise RuntimeError(generation.error or "generation failed")
+        finished = generation.finish_reason == "stop" or self.stopped
+        if self.stopped:
+            text, calls = self.text, []
+        else:
+            text, calls = P.parse_reply(
+                generation.tokens, self.server.renderer, self.server.end_token, finished
+            )
+        finish = "tool_calls" if calls else ("stop" if finished else "length")
+        return P.Reply(
+            text=text,
+            tool_calls=calls,
+            finish=finish,
+            prompt_tokens=len(generation.prompt),
+            completion_tokens=len(generation.tokens),
+        )
+
+    def unsent_text(self, reply: P.Reply) -> str:
+        """Text still to stream once the reply is whole (none when it ended in tool calls)."""
+        if reply.tool_calls:
+            return ""
+        return reply.text[self.sent :] if reply.text.startswith(self.text[: self.sent]) else ""
+
+    async def record(self, reply: P.Reply) -> None:
+        log = self.server.settings.log
+        self.server.served += 1
+        if log is None:
+            return
+        answer = Message(role="assistant", content=reply.text, tool_calls=reply.tool_calls or None)
+        row = ServedRow(
+            messages=[*self.messages, answer],
+            model=self.model,
+            checkpoint=self.server.settings.checkpoint,
+            time=now_iso(),
+            api=self.conv.api,
+            finish_reason=reply.finish,
+            usage=usage(reply.prompt_tokens, reply.completion_tokens),
+        )
+        await asyncio.get_running_loop().run_in_executor(None, log.append, row)
+
+    async def whole(self) -> web.Response:
+        async for _ in self.deltas():
+            pass
+        try:
+            reply = self.reply()
+        except RuntimeError as exc:
+            return self.server._error(self.conv.api, P.RequestError(str(exc), status=500), "api_error")
+        await self.record(reply)
+        api = self.conv.api
+        if api == "chat.completions":
+            body = P.chat_completion(reply, self.model, self.response_id)
+        elif api == "responses":
+            output = P.response_output(reply, P.new_id("msg_"))
+            body = P.dump(
+                P.response_object(
+                    self.response_id, self.model, status=P.response_status(reply), output=output, reply=reply
+                )
+            )
+        else:
+            body = P.dump(P.anthropic_message(reply, self.model, self.response_id))
+        return web.Response(body=body, content_type="application/json")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Streaming (server-sent events)
+
+
+async def _open_sse(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await response.prepare(request)
+    return response
+
+
+async def _event(response: web.StreamResponse, data: bytes, event: str | None = None) -> None:
+    head = f"event: {event}\n".encode() if event else b""
+    await response.write(head + b"data: " + data + b"\n\n")
+
+
+async def stream_chat(ex: Exchange, request: web.Request) -> web.StreamResponse:
+    response = await _open_sse(request)
+    rid, model = ex.response_id, ex.model
+    try:
+        await _event(response, P.chat_chunk(rid, model, role=True, text=""))
+        async for delta in ex.deltas():
+            await _event(response, P.chat_chunk(rid, model, text=delta))
+        reply = ex.reply()
+        rest = ex.unsent_text(reply)
+        if rest:
+            await _event(response, P.chat_chunk(rid, model, text=rest))
+        if reply.tool_calls:
+            await _event(response, P.chat_chunk(rid, model, tool_calls=reply.tool_calls))
+        await _event(response, P.chat_chunk(rid, model, finish=reply.finish))
+        if ex.conv.include_usage:
+            await _event(response, P.chat_chunk(rid, model, usage=reply))
+        await _event(response, b"[DONE]")
+        await ex.record(reply)
+    except DISCONNECTS:
+        ex.generation.cancel()
+        return response
+    except RuntimeError as exc:
+        with contextlib.suppress(*DISCONNECTS):
+            await _event(response, P.openai_error(P.RequestError(str(exc), status=500), "api_error"))
+        return response
+    with contextlib.suppress(*DISCONNECTS):
+        await response.write_eof()
+    return response
+
+
+async def stream_responses(ex: Exchange, request: web.Request) -> web.StreamResponse:
+    from openai.types import responses as R
+
+    response = await _open_sse(request)
+    rid, model = ex.response_id, ex.model
+    seq = 0
+
+    async def send(event: Any) -> None:
+        nonlocal seq
+        seq += 1
+        await _event(response, P.dump(event), event.type)
+
+    def next_seq() -> int:
+        return seq + 1
+
+    message_id = P.new_id("msg_")
+    output_index = 0
+    message_open = False
+    streamed = ""
+
+    async def open_message() -> None:
+        nonlocal message_open
+        message_open = True
+        item = R.ResponseOutputMessage(
+            id=message_id, type="message", role="assistant", status="in_progress", content=[]
+        )
+        await send(
+            R.ResponseOutputItemAddedEvent(
+                type="response.output_item.added", item=item, output_index=0, sequence_number=next_seq()
+            )
+        )
+        part = R.ResponseOutputText(type="output_text", text="", annotations=[])
+        await send(
+            R.ResponseContentPartAddedEvent(
+                type="response.content_part.added",
+                item_id=message_id,
+                output_index=0,
+                content_index=0,
+                part=part,
+                sequence_number=next_seq(),
+            )
+        )
+
+    async def text_delta(delta: str) -> None:
+        nonlocal streamed
+        if not message_open:
+            await open_message()
+        streamed += delta
+        await send(
+            R.ResponseTextDeltaEvent(
+                type="response.output_text.delta",
+                item_id=message_id,
+                output_index=0,
+                content_index=0,
+                delta=delta,
+                logprobs=[],
+                sequence_number=next_seq(),
+            )
+        )
+
+    try:
+        start = P.response_object(rid, model, status="in_progress", output=[])
+        await send(
+            R.ResponseCreatedEvent(type="response.created", response=start, sequence_number=next_seq())
+        )
+        await send(
+            R.ResponseInProgressEvent(type="response.in_progress", response=start, sequence_number=next_seq())
+        )
+        async for delta in ex.deltas():
+            await text_delta(delta)
+        reply = ex.reply()
+        rest = ex.unsent_text(reply)
+        if rest:
+            await text_delta(rest)
+        if not message_open and not reply.tool_calls:
+            await open_message()
+        output: list[Any] = []
+        if message_open:
+            text = streamed if reply.tool_calls else reply.text
+            part = R.ResponseOutputText(type="output_text", text=text, annotations=[])
+            await send(
+                R.ResponseTextDoneEvent(
+                    type="response.output_text.done",
+                    item_id=message_id,
+                    output_index=0,
+                    content_index=0,
+                    text=text,
+                    logprobs=[],
+                    sequence_number=next_seq(),
+                )
+            )
+            await send(
+                R.ResponseContentPartDoneEvent(
+                    type="response.content_part.done",
+                    item_id=message_id,
+                    output_index=0,
+                    content_index=0,
+                    part=part,
+                    sequence_number=next_seq(),
+                )
+            )
+            item = R.ResponseOutputMessage(
+                id=message_id, type="message", role="assistant", status="completed", content=[part]
+            )
+            await send(
+                R.ResponseOutputItemDoneEvent(
+                    type="response.output_item.done", item=item, output_index=0, sequence_number=next_seq()
+                )
+            )
+            output.append(item)
+            output_index = 1
+        for call in reply.tool_calls:
+            item_id = P.new_id("fc_")
+            started = R.ResponseFunctionToolCall(
+                id=item_id,
+                type="function_call",
+                call_id=call.id,
+                name=call.function.name,
+                arguments="",
+                status="in_progress",
+            )
+            await send(
+                R.ResponseOutputItemAddedEvent(
+                    type="response.output_item.added",
+                    item=started,
+                    output_index=output_index,
+                    sequence_number=next_seq(),
+                )
+            )
+            await send(
+                R.ResponseFunctionCallArgumentsDeltaEvent(
+                    type="response.function_call_arguments.delta",
+                    item_id=item_id,
+                    output_index=output_index,
+                    delta=call.function.arguments,
+                    sequence_number=next_seq(),
+                )
+            )
+            await send(
+                R.ResponseFunctionCallArgumentsDoneEvent(
+                    type="response.function_call_arguments.done",
+                    item_id=item_id,
+                    output_index=output_index,
+                    arguments=call.function.arguments,
+                    sequence_number=next_seq(),
+                )
+            )
+            done = started.model_copy(update={"arguments": call.function.arguments, "status": "completed"})
+            await send(
+                R.ResponseOutputItemDoneEvent(
+                    type="response.output_item.done",
+                    item=done,
+                    output_index=output_index,
+                    sequence_number=next_seq(),
+                )
+            )
+            output.append(done)
+            output_index += 1
+        status = P.response_status(reply)
+        final = P.response_object(rid, model, status=status, output=output, reply=reply)
+        if status == "completed":
+            await send(
+                R.ResponseCompletedEvent(
+                    type="response.completed", response=final, sequence_number=next_seq()
+                )
+            )
+        else:
+            await send(
+                R.ResponseIncompleteEvent(
+                    type="response.incomplete", response=final, sequence_number=next_seq()
+                )
+            )
+        await ex.record(reply)
+    except DISCONNECTS:
+        ex.generation.cancel()
+        return response
+    except RuntimeError as exc:
+        with contextlib.suppress(*DISCONNECTS):
+            await send(R.ResponseErrorEvent(type="error", message=str(exc), sequence_number=next_seq()))
+        return response
+    with contextlib.suppress(*DISCONNECTS):
+        await response.write_eof()
+    return response
+
+
+async def stream_messages(ex: Exchange, request: web.Request) -> web.StreamResponse:
+    from anthropic import types as A
+
+    response = await _open_sse(request)
+
+    async def send(event: Any) -> None:
+        await _event(response, P.dump(event), event.type)
+
+    index = 0
+    text_open = False
+
+    async def text_delta(delta: str) -> None:
+        nonlocal text_open
+        if not text_open:
+            text_open = True
+            await send(
+                A.RawContentBlockStartEvent(
+                    type="content_block_start", index=0, content_block=A.TextBlock(type="text", text="")
+                )
+            )
+        await send(
+            A.RawContentBlockDeltaEvent(
+                type="content_block_delta", index=0, delta=A.TextDelta(type="text_delta", text=delta)
+            )
+        )
+
+    try:
+        start = P.anthropic_message(None, ex.model, ex.response_id, prompt_tokens=len(ex.generation.prompt))
+        await send(A.RawMessageStartEvent(type="message_start", message=start))
+        async for delta in ex.deltas():
+            await text_delta(delta)
+        reply = ex.reply()
+        rest = ex.unsent_text(reply)
+        if rest:
+            await text_delta(rest)
+        if not text_open and not reply.tool_calls:
+            await text_delta("")
+        if text_open:
+            await send(A.RawContentBlockStopEvent(type="content_block_stop", index=0))
+            index = 1
+        for call in reply.tool_calls:
+            block = A.ToolUseBlock(type="tool_use", id=call.id, name=call.function.name, input={})
+            await send(
+                A.RawContentBlockStartEvent(type="content_block_start", index=index, content_block=block)
+            )
+            await send(
+                A.RawContentBlockDeltaEvent(
+                    type="content_block_delta",
+                    index=index,
+                    delta=A.InputJSONDelta(type="input_json_delta", partial_json=call.function.arguments),
+                )
+            )
+            await send(A.RawContentBlockStopEvent(type="content_block_stop", index=index))
+            index += 1
+        from anthropic.types.raw_message_delta_event import Delta
+
+        await send(
+            A.RawMessageDeltaEvent(
+                type="message_delta",
+                delta=Delta(stop_reason=P.STOP_REASONS[reply.finish], stop_sequence=None),
+                usage=A.MessageDeltaUsage(output_tokens=reply.completion_tokens),
+            )
+        )
+        await send(A.RawMessageStopEvent(type="message_stop"))
+        await ex.record(reply)
+    except DISCONNECTS:
+        ex.generation.cancel()
+        return response
+    except RuntimeError as exc:
+        with contextlib.suppress(*DISCONNECTS):
+            await _event(
+                response, P.anthropic_error(P.RequestError(str(exc), status=500), "api_error"), "error"
+            )
+        return response
+    with contextlib.suppress(*DISCONNECTS):
+        await response.write_eof()
+    return response
+
+
+STREAMERS = {"chat.completions": stream_chat, "responses": stream_responses, "messages": stream_messages}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Running
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind the listening socket before the model loads, so a taken port fails at once (OSError)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+async def run(
+    sock: socket.socket,
+    loaded: Loaded,
+    settings: ServeSettings,
+    *,
+    max_batch: int = 32,
+    on_ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve on `sock` until `stop` is set (or the task is cancelled)."""
+    generator = BatchGenerator(loaded, max_batch=max_batch)
+    generator.start()
+    server = Server(loaded, generator, settings)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.SockSite(runner, sock)
+    await site.start()
+    host, port = sock.getsockname()[:2]
+    if on_ready is not None:
+        on_ready(f"http://{host}:{port}")
+    try:
+        await (stop or asyncio.Event()).wait()
+    finally:
+        await runner.cleanup()
+        await asyncio.get_running_loop().run_in_executor(None, generator.close)

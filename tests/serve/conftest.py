@@ -1,0 +1,77 @@
+"""Two real servers for the whole serve suite (model loads kept few):
+
+* `base_server`: `machine serve base --api-key …` in a fresh project (the key is checked on every request).
+* `trained_server`: `machine serve latest` in a project where an 8-step `machine train run` on the local engine
+  taught SmolLM2 one tool call and the `answer: N` form.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+from serve_helpers import API_KEY, BASH_TOOL, MODEL, ServeProcess, machine, training_rows  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    from machine_lsp.engines import smollm2
+
+    return smollm2.ensure_model()
+
+
+@pytest.fixture(scope="session")
+def base_project(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) -> Path:
+    root = tmp_path_factory.mktemp("serve-base")
+    (root / ".machine").mkdir()
+    return root
+
+
+@pytest.fixture(scope="session")
+def base_server(base_project: Path) -> Iterator[ServeProcess]:
+    server = ServeProcess(base_project, "base", "--api-key", API_KEY)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def tools_system_prompt() -> str:
+    from machine_lsp.core.schema import Message
+    from machine_lsp.engines import render
+    from machine_lsp.serve import protocol
+
+    _, renderer = render.load_tokenizer_and_renderer(MODEL)
+    messages = protocol.with_tools([Message(role="user", content="x")], [BASH_TOOL["function"]], renderer)
+    return str(messages[0].content)
+
+
+@pytest.fixture(scope="session")
+def trained_project(
+    tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path, tools_system_prompt: str
+) -> Path:
+    root = tmp_path_factory.mktemp("serve-trained")
+    (root / ".machine").mkdir()
+    rows = training_rows(tools_system_prompt)
+    (root / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = machine(
+        root,
+        *("train", "run", "--data", "train.jsonl", "--steps", "8", "--lr", "1e-3", "--batch-size", "4"),
+        *("--save-every", "0"),
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return root
+
+
+@pytest.fixture(scope="session")
+def trained_server(trained_project: Path) -> Iterator[ServeProcess]:
+    server = ServeProcess(trained_project, "latest")
+    yield server
+    server.stop()
