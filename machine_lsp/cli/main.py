@@ -22,6 +22,7 @@ REGISTRARS = [
     "machine_lsp.cli.tag_commands",  # good, bad, tagged, data, export
     "machine_lsp.cli.validate_command",  # train validate
     "machine_lsp.cli.train_commands",  # train sft|smoke|run|eval ..., jobs
+    "machine_lsp.cli.tinker_commands",  # tinker serve|status|stop
 ]
 
 

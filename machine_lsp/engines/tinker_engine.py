@@ -45,6 +45,7 @@ CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy 
 CREATE_TIMEOUT_S = 900.0  # model creation can queue
 ADAM_BETAS = (0.9, 0.95)
 ADAM_EPS = 1e-8
+LOCAL_PLACEHOLDER_KEY = "tml-local-server"  # not a secret: a local server ignores it
 
 T = TypeVar("T")
 
@@ -64,7 +65,17 @@ class PreflightResult(msgspec.Struct):
 
 
 def resolve_base_url(explicit: str | None = None) -> str:
+    """`explicit`, else TINKER_BASE_URL, else machine.toml `[tinker] base_url` (cwd), else hosted Tinker."""
+    if not explicit and not os.environ.get(URL_ENV):
+        from machine_lsp.tinker_server.project import configured_base_url
+
+        explicit = configured_base_url(Path.cwd())
     return (explicit or os.environ.get(URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+
+
+def is_local_url(url: str) -> bool:
+    """A server on this machine (`machine tinker serve`): it takes no API key."""
+    return urllib.parse.urlparse(url).hostname in {"127.0.0.1", "localhost", "::1"}
 
 
 def _scrub(text: str) -> str:
@@ -266,6 +277,10 @@ class TinkerEngine:
     ) -> None:
         os.environ.setdefault("TINKER_TELEMETRY", "0")
         self.base_url = resolve_base_url(base_url)
+        if is_local_url(self.base_url):
+            # The SDK requires a `tml-` key before any request; a local SkyRL tx server checks none.
+            os.environ.setdefault(KEY_ENV, LOCAL_PLACEHOLDER_KEY)
+        self.served_models: list[str] | None = None
         self.preflight_timeout = preflight_timeout
         self.call_timeout = call_timeout
         self.create_timeout = create_timeout
@@ -276,14 +291,21 @@ class TinkerEngine:
 
     # -- models ---------------------------------------------------------------------------------------------
 
+    def resolve_model(self, model: str) -> str:
+        """The hosted default model on a server that does not serve it (a self-hosted one): the one it serves."""
+        served = self.served_models
+        if model == DEFAULT_MODEL and served and DEFAULT_MODEL not in served:
+            return served[0]
+        return model
+
     def renderer_name(self, model: str) -> str:
-        return self.renderer_override or render.renderer_name_for(model)
+        return self.renderer_override or render.renderer_name_for(self.resolve_model(model))
 
     def tokenizer(self, model: str) -> Any:
-        return render.load_tokenizer(model)
+        return render.load_tokenizer(self.resolve_model(model))
 
     def renderer(self, model: str) -> Any:
-        _, renderer = render.load_tokenizer_and_renderer(model, self.renderer_override)
+        _, renderer = render.load_tokenizer_and_renderer(self.resolve_model(model), self.renderer_override)
         return renderer
 
     # -- service --------------------------------------------------------------------------------------------
@@ -291,6 +313,7 @@ class TinkerEngine:
     def preflight(self) -> PreflightResult:
         result = preflight(self.base_url, self.preflight_timeout)
         self._checked = True
+        self.served_models = result.models
         return result
 
     def service(self) -> Any:
@@ -316,15 +339,33 @@ class TinkerEngine:
     ) -> TinkerTrainer:
         renderer = self.renderer(model)  # offline errors (unknown model, renderer) before any network call
         service = self.service()
+        model = self.resolve_model(model)
         if resume_from is not None:
             state = state_path_for(resume_from)
             self._say(f"loading Tinker state {state}")
-            client = _bounded(
-                lambda: service.create_training_client_from_state_with_optimizer(state).result(),
-                self.create_timeout,
-                "load checkpoint",
-                self.base_url,
-            )
+            try:
+                client = _bounded(
+                    lambda: service.create_training_client_from_state_with_optimizer(state).result(),
+                    self.create_timeout,
+                    "load checkpoint",
+                    self.base_url,
+                )
+            except EngineError as exc:
+                if "HTTP 422" not in str(exc):
+                    raise
+                # SkyRL tx 0.3.0 wants a model id in load_weights (422): create a client, load the state into it.
+                client = _bounded(
+                    lambda: service.create_lora_training_client(base_model=model, rank=lora.rank).result(),
+                    self.create_timeout,
+                    "create training client",
+                    self.base_url,
+                )
+                _bounded(
+                    lambda: client.load_state_with_optimizer(state).result(),
+                    self.create_timeout,
+                    "load checkpoint",
+                    self.base_url,
+                )
         else:
             self._say(f"creating a LoRA training client for {model} (rank {lora.rank})")
             client = _bounded(
@@ -340,6 +381,7 @@ class TinkerEngine:
         if checkpoint is not None:
             checkpoint = sampler_path_for(checkpoint)
         service = self.service()
+        model = self.resolve_model(model)
         if checkpoint is None:
             client = _bounded(
                 lambda: service.create_sampling_client(base_model=model).result(),
