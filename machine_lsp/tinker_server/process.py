@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +39,8 @@ RECORD_FILE = "server.json"
 LOG_FILE = "server.log"
 READY_TIMEOUT_S = 900.0
 STOP_TIMEOUT_S = 20.0
+START_MARKER = "--- machine tinker serve"
+ENGINE_READY_LINE = "Initialized TinkerEngine"
 COMPAT_SCRIPT = Path(__file__).with_name("compat.py")
 # LoRA adapters the engine keeps: N allows N-1 live training clients (slot 0 is the base model).
 MAX_LORA_ADAPTERS = 8
@@ -195,6 +198,67 @@ def resolve_model(model: str | None, progress: Progress) -> Path:
     return path
 
 
+def _v4_tokenizer_config(config: dict) -> bool:
+    """transformers 5 -> 4.x tokenizer_config.json, in place; True if anything changed."""
+    changed = False
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        changed = True
+    if config.pop("backend", None) is not None:
+        changed = True
+    if isinstance(config.get("extra_special_tokens"), list):
+        config["additional_special_tokens"] = config.pop("extra_special_tokens")
+        changed = True
+    return changed
+
+
+def _v4_model_config(config: dict) -> bool:
+    """transformers 5 -> 4.x config.json (flat rope_theta, torch_dtype), in place; True if anything changed."""
+    changed = False
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" not in config and "rope_theta" in rope:
+        config["rope_theta"] = rope["rope_theta"]
+        if rope.get("rope_type", "default") == "default":
+            config.setdefault("rope_scaling", None)
+        changed = True
+    if "dtype" in config and "torch_dtype" not in config:
+        config["torch_dtype"] = config["dtype"]
+        changed = True
+    return changed
+
+
+def server_model_dir(model_dir: Path) -> Path:
+    """`model_dir` as SkyRL tx's transformers 4.57 can read it.
+
+    A directory saved by transformers 5 (our SmolLM2 conversion) names its tokenizer class `TokenizersBackend`,
+    lists `extra_special_tokens` and nests `rope_theta` in `rope_parameters`, none of which 4.57 (or tx's model
+    code) reads. Such a directory is served through a view in the cache: links to every file but these two JSON
+    files, which are rewritten in the 4.x form.
+    """
+    rewritten: dict[str, dict] = {}
+    for name, convert in (("tokenizer_config.json", _v4_tokenizer_config), ("config.json", _v4_model_config)):
+        try:
+            config = json.loads((model_dir / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(config, dict) and convert(config):
+            rewritten[name] = config
+    if not rewritten:
+        return model_dir
+    view = venv.cache_dir() / "models" / model_dir.name
+    tmp = view.with_name(f".{view.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for item in model_dir.iterdir():
+        if item.name not in rewritten:
+            (tmp / item.name).symlink_to(item.absolute())
+    for name, config in rewritten.items():
+        (tmp / name).write_text(json.dumps(config, indent=2))
+    shutil.rmtree(view, ignore_errors=True)
+    tmp.rename(view)
+    return view
+
+
 def start(
     machine_dir: Path,
     *,
@@ -219,7 +283,7 @@ def start(
         raise ServerError(f"--port {port}: not a TCP port (1-65535)")
     elif not port_free(port):
         raise ServerError(f"port {port} on {HOST} is in use; pick another with --port")
-    model_dir = resolve_model(model, progress)
+    model_dir = server_model_dir(resolve_model(model, progress))
     venv_dir = venv.ensure_venv(progress)
 
     home = server_dir(machine_dir)
@@ -269,7 +333,7 @@ def start(
     env.pop("VIRTUAL_ENV", None)
     progress(f"starting SkyRL tx on {base_url_for(port)} with {model_dir} (log: {log_path})")
     with open(log_path, "ab") as log:
-        log.write(f"\n--- machine tinker serve {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
+        log.write(f"\n{START_MARKER} {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
         log.flush()
         proc = subprocess.Popen(
             argv,
@@ -315,8 +379,8 @@ def _wait_ready(
         if code is not None:
             tail = " | ".join(log_tail(log_path, 4))
             raise ServerError(f"the server exited with code {code} while starting; last log lines: {tail}")
-        if healthy(record.base_url):
-            progress(f"server answering after {time.monotonic() - started:.0f} s")
+        if healthy(record.base_url) and _engine_ready(log_path):
+            progress(f"server ready after {time.monotonic() - started:.0f} s")
             return
         now = time.monotonic()
         if now - started > timeout:
@@ -326,6 +390,15 @@ def _wait_ready(
             progress(f"waiting for the server ({now - started:.0f} s){': ' + last[0][:120] if last else ''}")
             next_report = now + 10
         time.sleep(0.5)
+
+
+def _engine_ready(log_path: Path) -> bool:
+    """The API answers before its engine has loaded the model: wait for the engine's own line in this start's log."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return False
+    return ENGINE_READY_LINE in text[text.rfind(START_MARKER) :]
 
 
 def _terminate_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> bool:

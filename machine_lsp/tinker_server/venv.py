@@ -2,7 +2,8 @@
 
 SkyRL tx pins transformers, jax, flax, fastapi ... at versions that clash with ours, so it never shares our venv.
 The venv lives in the user cache, `$MACHINE_CACHE/tinker-server/venv` (MACHINE_CACHE defaults to
-`~/.cache/machine-lsp`; CI points it under the repo's `.tools/`). It is built in a temporary directory next to its
+`~/.cache/machine-lsp`); `MACHINE_TINKER_SERVER_CACHE` moves this directory alone (CI: under the repo's `.tools/`,
+without moving the converted model). It is built in a temporary directory next to its
 final place and renamed into place under a file lock, so two processes never install at once and a killed install
 leaves nothing half-built behind. A stamp inside the venv holds the sha256 of the requirements file it was built
 from: a changed pin list builds a fresh venv.
@@ -25,6 +26,7 @@ from machine_lsp.engines import smollm2
 
 Progress = Callable[[str], None]
 
+CACHE_ENV = "MACHINE_TINKER_SERVER_CACHE"  # CI: under the repo's .tools/, kept between runs
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements" / "skyrl-tx.txt"
 STAMP = "machine-lsp-venv.json"
 LOCK_TIMEOUT_S = 3600.0
@@ -36,7 +38,10 @@ class ServerSetupError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    """`$MACHINE_CACHE/tinker-server` (the venv, the JAX compile cache)."""
+    """`$MACHINE_TINKER_SERVER_CACHE`, else `$MACHINE_CACHE/tinker-server` (the venv, the JAX compile cache)."""
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override).expanduser().absolute()
     return smollm2.cache_root() / "tinker-server"
 
 

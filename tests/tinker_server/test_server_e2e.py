@@ -1,0 +1,147 @@
+"""The Tinker engine end to end: `machine tinker serve`, then the usual verbs with `--engine tinker`, through the
+real tinker SDK 0.38 and the compatibility layer, against SkyRL tx on the embedded SmolLM2.
+
+One server for the module (started and stopped through the CLI). The first run builds SkyRL tx's venv under the
+cache (minutes) and compiles each JAX shape once (1-3 min each on 2 cores; later runs reuse the persistent compile
+cache). To keep the shapes few, every batch here has the same size and every row pads to the same length bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from machine_lsp.core import runs
+from machine_lsp.tinker_server import process
+
+pytestmark = [pytest.mark.tinker_server, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+BATCH = 4
+PAIRS = [(3, 4), (12, 30), (7, 8), (21, 5), (9, 9), (40, 2), (6, 7), (15, 15)]
+SERVE_TIMEOUT_S = 3600  # a first run installs the venv
+JOB_TIMEOUT_S = 1800
+
+
+def _row(a: int, b: int) -> dict:
+    return {
+        "messages": [
+            {"role": "user", "content": f"What is {a} plus {b}?"},
+            {"role": "assistant", "content": f"answer: {a + b}"},
+        ]
+    }
+
+
+def _cli(cwd: Path, *argv: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MACHINE_TORCH_THREADS": "1", "COLUMNS": "200"}
+    env["TINKER_TELEMETRY"] = "0"
+    for name in ("MACHINE_HOME", "TINKER_API_KEY", "TINKER_BASE_URL"):
+        env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "machine_lsp.cli.main", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    return done.stdout
+
+
+def _manifests(project: Path, job: str) -> list[runs.RunManifest]:
+    found = [runs.read_manifest(p) for p in sorted((project / ".machine" / "runs").iterdir()) if p.is_dir()]
+    return sorted([m for m in found if m.job == job], key=lambda m: m.created_at)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, process.ServerRecord]:
+    project = tmp_path_factory.mktemp("tinker-project")
+    (project / ".machine").mkdir()
+    (project / "train.jsonl").write_text("".join(json.dumps(_row(a, b)) + "\n" for a, b in PAIRS))
+    evals = [
+        {"messages": [{"role": "user", "content": f"What is {a} plus {b}?"}], "expected": f"answer: {a + b}"}
+        for a, b in [(5, 6), (13, 2)]
+    ]
+    (project / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    (project / "machine.toml").write_text(
+        f"[train]\nengine = 'tinker'\ndata = 'train.jsonl'\nbatch_size = {BATCH}\nrank = 8\n"
+        "learning_rate = 0.0005\nmax_length = 64\n\n[eval]\ndata = 'eval.jsonl'\nmax_tokens = 8\n"
+    )
+    started = time.monotonic()
+    done = _cli(project, "tinker", "serve", "--nice", "15", "--port", str(process.free_port()), timeout=SERVE_TIMEOUT_S)
+    record = process.read_record(project / ".machine")
+    try:
+        out = _ok(done)
+        assert record is not None and record.ready
+        print(f"\n[tinker serve] ready in {time.monotonic() - started:.0f} s: {record.base_url}")
+        assert f"TINKER_BASE_URL={record.base_url}" in out
+        yield project, record
+    finally:
+        _cli(project, "tinker", "stop", timeout=120)
+        if record is not None:
+            with pytest.raises(ProcessLookupError):
+                os.killpg(record.pid, 0)
+
+
+def test_serve_binds_loopback_and_records_the_url(served: tuple[Path, process.ServerRecord]) -> None:
+    project, record = served
+    assert record.host == "127.0.0.1"
+    assert record.base_url.startswith("http://127.0.0.1:")
+    from machine_lsp.tinker_server.project import configured_base_url
+
+    assert configured_base_url(project) == record.base_url
+    status = _ok(_cli(project, "tinker", "status", "--json", timeout=60))
+    payload = json.loads(status)
+    assert payload["server"]["pid"] == record.pid and payload["server"]["answering"] is True
+    again = _cli(project, "tinker", "serve", timeout=120)
+    assert again.returncode == 2 and "already running" in again.stderr
+
+
+def test_smoke_trains_and_samples_through_the_sdk(served: tuple[Path, process.ServerRecord]) -> None:
+    project, record = served
+    _ok(_cli(project, "train", "smoke", "--yes"))
+    manifest = _manifests(project, "train-smoke")[-1]
+    assert manifest.status == "done", manifest.error
+    assert manifest.engine == "tinker"
+    losses = manifest.result["losses"]
+    assert len(losses) == 2 and all(0.0 < x < 20.0 for x in losses)
+    assert isinstance(manifest.result["sample"]["output"], str)
+
+
+def test_run_checkpoints_resumes_and_evaluates(served: tuple[Path, process.ServerRecord]) -> None:
+    project, _record = served
+    _ok(_cli(project, "train", "run", "--yes", "--steps", "2", "--save-every", "1"))
+    first = _manifests(project, "train-run")[-1]
+    assert first.status == "done", first.error
+    assert [c.step for c in first.checkpoints] == [1, 2]
+    assert [c.final for c in first.checkpoints] == [False, True]
+    for checkpoint in first.checkpoints:
+        assert checkpoint.address.startswith("tinker://") and "/sampler_weights/" in checkpoint.address
+        assert checkpoint.state is not None and "/weights/" in checkpoint.state
+
+    _ok(_cli(project, "train", "run", "--yes", "--steps", "3", "--resume", first.id))
+    resumed = _manifests(project, "train-run")[-1]
+    assert resumed.id != first.id and resumed.status == "done", resumed.error
+    assert resumed.resumed_from == first.checkpoints[-1].state
+    assert resumed.result["steps_run"] == 1
+    assert [c.step for c in resumed.checkpoints] == [3]
+
+    address = resumed.checkpoints[-1].address
+    out = _ok(_cli(project, "train", "eval", "checkpoint", address, "--yes"))
+    evaluated = _manifests(project, "eval-checkpoint")[-1]
+    assert evaluated.status == "done", evaluated.error
+    assert evaluated.engine == "tinker"
+    assert msgspec.json.encode(evaluated.result)  # a result was recorded
+    assert "eval" in out.lower() or address in out
