@@ -6,6 +6,7 @@ server is started in test_server_e2e.py.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -184,3 +185,22 @@ def test_the_engine_finds_the_served_url(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9999")
     assert tinker_engine.resolve_base_url() == "http://127.0.0.1:9999"  # the environment wins
     assert tinker_engine.resolve_base_url("http://explicit:1") == "http://explicit:1"
+
+
+def test_a_transformers_5_model_dir_is_served_through_a_4x_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from machine_lsp.engines import smollm2
+
+    source = smollm2.ensure_model()  # written by transformers 5
+    monkeypatch.setenv("MACHINE_TINKER_SERVER_CACHE", str(tmp_path / "cache"))
+    view = process.server_model_dir(source)
+    assert view != source and view.parent == tmp_path / "cache" / "models"
+    config = json.loads((view / "config.json").read_text())
+    assert config["rope_theta"] == config["rope_parameters"]["rope_theta"]
+    tokenizer_config = json.loads((view / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert "extra_special_tokens" not in tokenizer_config
+    assert (view / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
+    assert (view / smollm2.MARKER_FILE).exists()  # the engine still picks the SmolLM2 renderer
+    assert process.server_model_dir(view) == view  # already in the 4.x form: served as is

@@ -56,7 +56,9 @@ def _cli(cwd: Path, *argv: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.Co
 
 
 def _ok(done: subprocess.CompletedProcess[str]) -> str:
-    assert done.returncode == 0, f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    assert done.returncode == 0, (
+        f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    )
     return done.stdout
 
 
@@ -80,7 +82,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, process.Serv
         "learning_rate = 0.0005\nmax_length = 64\n\n[eval]\ndata = 'eval.jsonl'\nmax_tokens = 8\n"
     )
     started = time.monotonic()
-    done = _cli(project, "tinker", "serve", "--nice", "15", "--port", str(process.free_port()), timeout=SERVE_TIMEOUT_S)
+    done = _cli(
+        project,
+        "tinker",
+        "serve",
+        "--nice",
+        "15",
+        "--port",
+        str(process.free_port()),
+        timeout=SERVE_TIMEOUT_S,
+    )
     record = process.read_record(project / ".machine")
     try:
         out = _ok(done)
