@@ -18,6 +18,9 @@ What it translates (SDK 0.38 sends / expects -> what SkyRL tx 0.3.0 serves), eac
    reads sample results and forward(_backward) outputs only as protobuf (`SampleResponse`,
    `ForwardBackwardOutput`; it stamps the sequence ids itself); tx answers JSON, re-encoded here. Other results
    pass through as JSON. Drop when tx serves protobuf results.
+5. `save_weights_for_sampler` results: tx names the checkpoint `tinker://<model>/<name>`; the SDK, hosted Tinker and
+   `machine` manifests use `tinker://<model>/sampler_weights/<name>` (tx samples from both). Rewritten to the
+   latter. Drop when tx returns the `sampler_weights` form.
 4. `GET /api/v1/samplers/{id}`: the SDK asks a sampling session's base model there; answered from tx's own
    sampling-session table. Drop when tx serves the route.
 
@@ -137,7 +140,9 @@ def sample_result_proto(result: dict[str, Any], pb2: ModuleType) -> bytes:
     message = pb2.SampleResponse()
     for sequence in result["sequences"]:
         out = message.sequences.add()
-        out.stop_reason = pb2.STOP_REASON_STOP if sequence.get("stop_reason") == "stop" else pb2.STOP_REASON_LENGTH
+        out.stop_reason = (
+            pb2.STOP_REASON_STOP if sequence.get("stop_reason") == "stop" else pb2.STOP_REASON_LENGTH
+        )
         out.tokens = np.asarray(sequence.get("tokens") or [], dtype=np.int32).tobytes()
         if sequence.get("logprobs"):
             out.logprobs = np.asarray(sequence["logprobs"], dtype=np.float32).tobytes()
@@ -170,6 +175,21 @@ def forward_backward_result_proto(result: dict[str, Any], pb2: ModuleType) -> by
             field.offsets = offsets.tobytes()
             field.dtype = pb2.DTYPE_INT64 if is_int else pb2.DTYPE_FLOAT32
     return message.SerializeToString()
+
+
+def sampler_path_fixed(result: Any) -> bool:
+    """`tinker://<model>/<name>` in a save_weights_for_sampler result -> `tinker://<model>/sampler_weights/<name>`,
+    the form the SDK and hosted Tinker use (tx accepts both when sampling). True if the result was changed."""
+    if not isinstance(result, dict) or result.get("type") != "save_weights_for_sampler":
+        return False
+    path = result.get("path")
+    if not isinstance(path, str) or not path.startswith("tinker://"):
+        return False
+    parts = path[len("tinker://") :].split("/")
+    if len(parts) != 2:
+        return False
+    result["path"] = f"tinker://{parts[0]}/sampler_weights/{parts[1]}"
+    return True
 
 
 def result_proto(result: Any, pb2: ModuleType) -> bytes | None:
@@ -273,9 +293,7 @@ class TinkerCompat:
         await self.app(inner, replay, send)
 
     async def _retrieve_future(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if PROTO_CONTENT_TYPE not in _header(scope, b"accept"):
-            await self.app(scope, receive, send)
-            return
+        wants_proto = PROTO_CONTENT_TYPE in _header(scope, b"accept")
         start: Message | None = None
         chunks: list[bytes] = []
 
@@ -296,9 +314,13 @@ class TinkerCompat:
             proto = None
             if start["status"] == 200:
                 try:
-                    proto = result_proto(json.loads(out), self.pb2)
+                    result = json.loads(out)
                 except ValueError:
-                    proto = None
+                    result = None
+                if wants_proto:
+                    proto = result_proto(result, self.pb2)
+                elif sampler_path_fixed(result):
+                    out = json.dumps(result).encode()
             if proto is not None:
                 out = proto
                 headers = [(k, v) for k, v in headers if k.lower() != b"content-type"]

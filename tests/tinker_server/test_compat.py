@@ -216,3 +216,19 @@ def test_a_protobuf_body_that_does_not_parse_is_a_400_not_a_crash() -> None:
     )
     assert status == 400
     assert "cannot translate" in answer["detail"]
+
+
+def test_sampler_checkpoint_paths_get_the_sampler_weights_form() -> None:
+    from machine_lsp.engines.tinker_engine import split_tinker_path
+
+    tx_result = {
+        "path": "tinker://model_ab12/step-3",
+        "type": "save_weights_for_sampler",
+        "sampling_session_id": None,
+    }
+    assert compat.sampler_path_fixed(tx_result) is True
+    parsed = types.SaveWeightsForSamplerResponse.model_validate(tx_result)
+    assert split_tinker_path(parsed.path) == ("model_ab12", "sampler_weights", "step-3")
+    assert compat.sampler_path_fixed(tx_result) is False  # already in that form
+    assert compat.sampler_path_fixed({"path": "tinker://m/weights/x", "type": "save_weights"}) is False
+    assert compat.sampler_path_fixed({"path": None, "type": "save_weights_for_sampler"}) is False

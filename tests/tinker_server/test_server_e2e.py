@@ -156,3 +156,40 @@ def test_run_checkpoints_resumes_and_evaluates(served: tuple[Path, process.Serve
     assert evaluated.engine == "tinker"
     assert msgspec.json.encode(evaluated.result)  # a result was recorded
     assert "eval" in out.lower() or address in out
+
+
+def test_first_step_loss_matches_the_local_engine(
+    served: tuple[Path, process.ServerRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same base weights, same rendering, same Datums: SkyRL tx's loss equals torch's within 1%."""
+    from machine_lsp.core.schema import Message
+    from machine_lsp.engines import render
+    from machine_lsp.engines.base import LoraSettings
+    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.tinker_engine import TinkerEngine
+
+    _project, record = served
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    rows = [
+        [
+            Message(role="user", content=f"What is {a} plus {b}?"),
+            Message(role="assistant", content=f"answer: {a + b}"),
+        ]
+        for a, b in PAIRS[:BATCH]
+    ]
+    remote = TinkerEngine(base_url=record.base_url)
+    remote.preflight()
+    model = remote.resolve_model(remote.default_model)
+    assert model == record.model  # the served model, not the hosted default
+    datums = [render.to_datum(r, remote.renderer(model), max_length=64) for r in rows]
+    tinker_loss = remote.create_trainer(model, LoraSettings(rank=8), tmp_path).forward_backward(datums).loss
+
+    store = tmp_path / ".machine"
+    (store / "runs").mkdir(parents=True)
+    local = LocalEngine(threads=1, store_root=store)
+    local_loss = local.create_trainer(
+        local.default_model, LoraSettings(rank=8), tmp_path / "local"
+    ).forward_backward(datums)
+    print(f"\n[first-step loss] SkyRL tx {tinker_loss:.6f}, local torch {local_loss.loss:.6f}")
+    assert tinker_loss == pytest.approx(local_loss.loss, rel=0.01)
