@@ -18,7 +18,9 @@ What it translates (SDK 0.38 sends / expects -> what SkyRL tx 0.3.0 serves), eac
    reads sample results and forward(_backward) outputs only as protobuf (`SampleResponse`,
    `ForwardBackwardOutput`; it stamps the sequence ids itself); tx answers JSON, re-encoded here. Other results
    pass through as JSON. Drop when tx serves protobuf results.
-5. `save_weights_for_sampler` results: tx names the checkpoint `tinker://<model>/<name>`; the SDK, hosted Tinker and
+5. `POST /api/v1/asample` answers: SDK 0.38 requires `sample_sequence_ids` (one per sample) on the future it gets
+   back; `<request id>-<i>` ids are added. Drop when tx returns them.
+6. `save_weights_for_sampler` results: tx names the checkpoint `tinker://<model>/<name>`; the SDK, hosted Tinker and
    `machine` manifests use `tinker://<model>/sampler_weights/<name>` (tx samples from both). Rewritten to the
    latter. Drop when tx returns the `sampler_weights` form.
 4. `GET /api/v1/samplers/{id}`: the SDK asks a sampling session's base model there; answered from tx's own
@@ -201,6 +203,46 @@ def result_proto(result: Any, pb2: ModuleType) -> bytes | None:
     return None
 
 
+def with_sequence_ids(response: Any, num_samples: int) -> bool:
+    """An `asample` future gets `sample_sequence_ids`, one per requested sample; True if it was changed."""
+    if not isinstance(response, dict) or "request_id" not in response or response.get("sample_sequence_ids"):
+        return False
+    response["sample_sequence_ids"] = [f"{response['request_id']}-{i}" for i in range(max(num_samples, 1))]
+    return True
+
+
+def _rewrite_json(send: Send, rewrite: Callable[[Any], bool]) -> Send:
+    """A `send` that buffers a 200 JSON response and lets `rewrite` change it in place before it goes out."""
+    start: Message | None = None
+    chunks: list[bytes] = []
+
+    async def wrapped(message: Message) -> None:
+        nonlocal start
+        if message["type"] == "http.response.start":
+            start = message
+            return
+        if message["type"] != "http.response.body" or start is None:
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        out = b"".join(chunks)
+        if start["status"] == 200:
+            try:
+                result = json.loads(out)
+            except ValueError:
+                result = None
+            if rewrite(result):
+                out = json.dumps(result).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(out)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": out})
+
+    return wrapped
+
+
 def _header(scope: Scope, name: bytes) -> str:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
@@ -251,6 +293,8 @@ class TinkerCompat:
             and PROTO_CONTENT_TYPE in _header(scope, b"content-type")
         ):
             await self._forward_backward(scope, receive, send)
+        elif method == "POST" and path == "/api/v1/asample":
+            await self._asample(receive, scope, send)
         elif method == "POST" and path == "/api/v1/retrieve_future":
             await self._retrieve_future(scope, receive, send)
         else:
@@ -291,6 +335,23 @@ class TinkerCompat:
             return {"type": "http.request", "body": data, "more_body": False}
 
         await self.app(inner, replay, send)
+
+    async def _asample(self, receive: Receive, scope: Scope, send: Send) -> None:
+        body = await _read_body(receive)
+        try:
+            num_samples = int(json.loads(body or b"{}").get("num_samples", 1))
+        except (ValueError, TypeError, AttributeError):
+            num_samples = 1
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, _rewrite_json(send, lambda r: with_sequence_ids(r, num_samples)))
 
     async def _retrieve_future(self, scope: Scope, receive: Receive, send: Send) -> None:
         wants_proto = PROTO_CONTENT_TYPE in _header(scope, b"accept")

@@ -379,7 +379,8 @@ def _wait_ready(
         if code is not None:
             tail = " | ".join(log_tail(log_path, 4))
             raise ServerError(f"the server exited with code {code} while starting; last log lines: {tail}")
-        if healthy(record.base_url) and _engine_ready(log_path):
+        # The log first (a file read): polling the API every half second would fill the log with access lines.
+        if _engine_ready(log_path) and healthy(record.base_url):
             progress(f"server ready after {time.monotonic() - started:.0f} s")
             return
         now = time.monotonic()

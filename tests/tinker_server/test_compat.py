@@ -232,3 +232,18 @@ def test_sampler_checkpoint_paths_get_the_sampler_weights_form() -> None:
     assert compat.sampler_path_fixed(tx_result) is False  # already in that form
     assert compat.sampler_path_fixed({"path": "tinker://m/weights/x", "type": "save_weights"}) is False
     assert compat.sampler_path_fixed({"path": None, "type": "save_weights_for_sampler"}) is False
+
+
+def test_asample_futures_get_the_sequence_ids_the_sdk_requires() -> None:
+    from tinker.lib.public_interfaces.sampling_client import _attach_sequence_ids
+
+    tx_future = {"future_id": "17", "status": "pending", "request_id": "17"}
+    assert compat.with_sequence_ids(tx_future, 2) is True
+    untyped = types.UntypedAPIFuture.model_validate(tx_future)
+    assert untyped.sample_sequence_ids == ["17-0", "17-1"]
+    proto = compat.result_proto({"sequences": [{"tokens": [1], "stop_reason": "stop"}] * 2}, pb2)
+    response = deserialize_proto_response(proto, types.SampleResponse)
+    stamped = _attach_sequence_ids(response, untyped.sample_sequence_ids)  # what the SDK does with them
+    assert [s.sequence_id for s in stamped.sequences] == ["17-0", "17-1"]
+    assert compat.with_sequence_ids(tx_future, 2) is False  # already there
+    assert compat.with_sequence_ids({"detail": "nope"}, 1) is False

@@ -193,3 +193,28 @@ def test_first_step_loss_matches_the_local_engine(
     ).forward_backward(datums)
     print(f"\n[first-step loss] SkyRL tx {tinker_loss:.6f}, local torch {local_loss.loss:.6f}")
     assert tinker_loss == pytest.approx(local_loss.loss, rel=0.01)
+
+
+def test_a_server_that_dies_while_starting_is_reported(tmp_path: Path) -> None:
+    """A model dir SkyRL tx cannot load: its engine exits, the API follows, `serve` says so and leaves no record."""
+    project = tmp_path / "broken"
+    (project / ".machine").mkdir(parents=True)
+    model = tmp_path / "not-a-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    done = _cli(
+        project,
+        "tinker",
+        "serve",
+        "--nice",
+        "15",
+        "--model",
+        str(model),
+        "--port",
+        str(process.free_port()),
+        timeout=900,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "exited with code" in done.stderr and "last log lines" in done.stderr
+    assert process.read_record(project / ".machine") is None
+    assert not (project / "machine.toml").exists()
