@@ -7,8 +7,9 @@
 * Data: the same `tinker.Datum`s as the local engine (`machine_lsp.engines.render`), sent with the `cross_entropy`
   loss; the reported loss is the cookbook's `compute_mean_nll` (sum(w * -logp) / sum(w)) over the batch.
 * Time bounds: with a key set and the service unreachable the SDK blocks for minutes in nested retries. Every SDK
-  call here runs in a worker thread with a deadline; `preflight()` answers within `preflight_timeout` seconds
-  (20 s by default) whether the key is missing or malformed, the service refuses connections or does not answer,
+  call that can block before returning a future (session and client creation, sampling) runs in a worker thread
+  with a deadline; training calls wait on the SDK future's own `result(timeout=)`. `preflight()` answers within
+  `preflight_timeout` seconds (20 s by default) whether the key is missing or malformed, the service refuses connections or does not answer,
   or it rejects the key. A call that times out leaves its daemon thread behind: job processes end with `os._exit`.
 * Checkpoints: `save(name)` stores the training state (`tinker://<run>/weights/<name>`, used by `--resume`) and
   sampler weights (`tinker://<run>/sampler_weights/<name>`, the returned address, used by evals).
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
 import socket
@@ -413,6 +415,18 @@ class TinkerTrainer:
     def _call(self, fn: Callable[[], T], what: str) -> T:
         return _bounded(fn, self.engine.call_timeout, what, self.engine.base_url)
 
+    def _wait(self, submit: Callable[[], Any], what: str) -> Any:
+        """Submit (the SDK returns a future at once) and wait with the future's own `result(timeout=)`: no thread."""
+        url = self.engine.base_url
+        try:
+            return submit().result(timeout=self.engine.call_timeout)
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            raise TinkerUnavailable(
+                f"Tinker at {url} did not finish {what} within {self.engine.call_timeout:.0f} s", "timeout"
+            ) from None
+        except Exception as exc:
+            raise _translate(exc, what, url) from None
+
     def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
         from tinker_cookbook.supervised.common import compute_mean_nll
 
@@ -420,9 +434,7 @@ class TinkerTrainer:
         if not data:
             raise EngineError("forward_backward needs at least one datum")
         started = time.perf_counter()
-        out = self._call(
-            lambda: self.client.forward_backward(data, "cross_entropy").result(), "forward_backward"
-        )
+        out = self._wait(lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward")
         logprobs = [o["logprobs"] for o in out.loss_fn_outputs]
         weights = [d.loss_fn_inputs["weights"] for d in data]
         loss = compute_mean_nll(logprobs, weights)
@@ -442,13 +454,13 @@ class TinkerTrainer:
         params = tinker.AdamParams(
             learning_rate=learning_rate, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=ADAM_EPS
         )
-        self._call(lambda: self.client.optim_step(params).result(), "optim_step")
+        self._wait(lambda: self.client.optim_step(params), "optim_step")
 
     def save(self, name: str) -> str:
         """Training state (for resume) and sampler weights; returns the sampler address."""
-        state = self._call(lambda: self.client.save_state(name).result(), "save_state")
+        state = self._wait(lambda: self.client.save_state(name), "save_state")
         self.last_state_path = state.path
-        sampler = self._call(lambda: self.client.save_weights_for_sampler(name).result(), "save_weights")
+        sampler = self._wait(lambda: self.client.save_weights_for_sampler(name), "save_weights")
         return str(sampler.path)
 
     def sampler(self) -> TinkerSampler:

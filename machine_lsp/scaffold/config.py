@@ -79,7 +79,8 @@ class EvalSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class TinkerSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    base_url: str | None = None  # a self-hosted Tinker-API server (`machine tinker serve` writes it); None: hosted
+    # a self-hosted Tinker-API server (`machine tinker serve` writes it); None: hosted Tinker
+    base_url: str | None = None
 
 
 class MachineConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
