@@ -7,8 +7,9 @@
 * Data: the same `tinker.Datum`s as the local engine (`machine_lsp.engines.render`), sent with the `cross_entropy`
   loss; the reported loss is the cookbook's `compute_mean_nll` (sum(w * -logp) / sum(w)) over the batch.
 * Time bounds: with a key set and the service unreachable the SDK blocks for minutes in nested retries. Every SDK
-  call here runs in a worker thread with a deadline; `preflight()` answers within `preflight_timeout` seconds
-  (20 s by default) whether the key is missing or malformed, the service refuses connections or does not answer,
+  call that can block before returning a future (session and client creation, sampling) runs in a worker thread
+  with a deadline; training calls wait on the SDK future's own `result(timeout=)`. `preflight()` answers within
+  `preflight_timeout` seconds (20 s by default) whether the key is missing or malformed, the service refuses connections or does not answer,
   or it rejects the key. A call that times out leaves its daemon thread behind: job processes end with `os._exit`.
 * Checkpoints: `save(name)` stores the training state (`tinker://<run>/weights/<name>`, used by `--resume`) and
   sampler weights (`tinker://<run>/sampler_weights/<name>`, the returned address, used by evals).
@@ -16,6 +17,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
 import socket
@@ -47,6 +49,7 @@ CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy 
 CREATE_TIMEOUT_S = 900.0  # model creation can queue
 ADAM_BETAS = (0.9, 0.95)
 ADAM_EPS = 1e-8
+LOCAL_PLACEHOLDER_KEY = "tml-local-server"  # not a secret: a local server ignores it
 
 T = TypeVar("T")
 
@@ -66,7 +69,17 @@ class PreflightResult(msgspec.Struct):
 
 
 def resolve_base_url(explicit: str | None = None) -> str:
+    """`explicit`, else TINKER_BASE_URL, else machine.toml `[tinker] base_url` (cwd), else hosted Tinker."""
+    if not explicit and not os.environ.get(URL_ENV):
+        from machine_lsp.tinker_server.project import configured_base_url
+
+        explicit = configured_base_url(Path.cwd())
     return (explicit or os.environ.get(URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+
+
+def is_local_url(url: str) -> bool:
+    """A server on this machine (`machine tinker serve`): it takes no API key."""
+    return urllib.parse.urlparse(url).hostname in {"127.0.0.1", "localhost", "::1"}
 
 
 def _scrub(text: str) -> str:
@@ -276,6 +289,10 @@ class TinkerEngine:
         os.environ.setdefault("TINKER_TELEMETRY", "0")
         self.service_url = resolve_base_url(base_url)  # what the SDK is given
         self.base_url = redact_url(self.service_url)  # what is printed and recorded: no credentials
+        if is_local_url(self.service_url):
+            # The SDK requires a `tml-` key before any request; a local SkyRL tx server checks none.
+            os.environ.setdefault(KEY_ENV, LOCAL_PLACEHOLDER_KEY)
+        self.served_models: list[str] | None = None
         self.preflight_timeout = preflight_timeout
         self.call_timeout = call_timeout
         self.create_timeout = create_timeout
@@ -286,14 +303,21 @@ class TinkerEngine:
 
     # -- models ---------------------------------------------------------------------------------------------
 
+    def resolve_model(self, model: str) -> str:
+        """The hosted default model on a server that does not serve it (a self-hosted one): the one it serves."""
+        served = self.served_models
+        if model == DEFAULT_MODEL and served and DEFAULT_MODEL not in served:
+            return served[0]
+        return model
+
     def renderer_name(self, model: str) -> str:
-        return self.renderer_override or render.renderer_name_for(model)
+        return self.renderer_override or render.renderer_name_for(self.resolve_model(model))
 
     def tokenizer(self, model: str) -> Any:
-        return render.load_tokenizer(model)
+        return render.load_tokenizer(self.resolve_model(model))
 
     def renderer(self, model: str) -> Any:
-        _, renderer = render.load_tokenizer_and_renderer(model, self.renderer_override)
+        _, renderer = render.load_tokenizer_and_renderer(self.resolve_model(model), self.renderer_override)
         return renderer
 
     # -- service --------------------------------------------------------------------------------------------
@@ -303,6 +327,7 @@ class TinkerEngine:
         started = process_started_monotonic() if from_process_start else None
         result = preflight(self.service_url, self.preflight_timeout, started=started)
         self._checked = True
+        self.served_models = result.models
         return result
 
     def service(self) -> Any:
@@ -328,15 +353,33 @@ class TinkerEngine:
     ) -> TinkerTrainer:
         renderer = self.renderer(model)  # offline errors (unknown model, renderer) before any network call
         service = self.service()
+        model = self.resolve_model(model)
         if resume_from is not None:
             state = state_path_for(resume_from)
             self._say(f"loading Tinker state {state}")
-            client = _bounded(
-                lambda: service.create_training_client_from_state_with_optimizer(state).result(),
-                self.create_timeout,
-                "load checkpoint",
-                self.base_url,
-            )
+            try:
+                client = _bounded(
+                    lambda: service.create_training_client_from_state_with_optimizer(state).result(),
+                    self.create_timeout,
+                    "load checkpoint",
+                    self.base_url,
+                )
+            except EngineError as exc:
+                if "HTTP 422" not in str(exc):
+                    raise
+                # SkyRL tx 0.3.0 wants a model id in load_weights (422): create a client, load the state into it.
+                client = _bounded(
+                    lambda: service.create_lora_training_client(base_model=model, rank=lora.rank).result(),
+                    self.create_timeout,
+                    "create training client",
+                    self.base_url,
+                )
+                _bounded(
+                    lambda: client.load_state_with_optimizer(state).result(),
+                    self.create_timeout,
+                    "load checkpoint",
+                    self.base_url,
+                )
         else:
             self._say(f"creating a LoRA training client for {model} (rank {lora.rank})")
             client = _bounded(
@@ -352,6 +395,7 @@ class TinkerEngine:
         if checkpoint is not None:
             checkpoint = sampler_path_for(checkpoint)
         service = self.service()
+        model = self.resolve_model(model)
         if checkpoint is None:
             client = _bounded(
                 lambda: service.create_sampling_client(base_model=model).result(),
@@ -383,6 +427,18 @@ class TinkerTrainer:
     def _call(self, fn: Callable[[], T], what: str) -> T:
         return _bounded(fn, self.engine.call_timeout, what, self.engine.base_url)
 
+    def _wait(self, submit: Callable[[], Any], what: str) -> Any:
+        """Submit (the SDK returns a future at once) and wait with the future's own `result(timeout=)`: no thread."""
+        url = self.engine.base_url
+        try:
+            return submit().result(timeout=self.engine.call_timeout)
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            raise TinkerUnavailable(
+                f"Tinker at {url} did not finish {what} within {self.engine.call_timeout:.0f} s", "timeout"
+            ) from None
+        except Exception as exc:
+            raise _translate(exc, what, url) from None
+
     def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
         from tinker_cookbook.supervised.common import compute_mean_nll
 
@@ -390,9 +446,7 @@ class TinkerTrainer:
         if not data:
             raise EngineError("forward_backward needs at least one datum")
         started = time.perf_counter()
-        out = self._call(
-            lambda: self.client.forward_backward(data, "cross_entropy").result(), "forward_backward"
-        )
+        out = self._wait(lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward")
         logprobs = [o["logprobs"] for o in out.loss_fn_outputs]
         weights = [d.loss_fn_inputs["weights"] for d in data]
         loss = compute_mean_nll(logprobs, weights)
@@ -412,13 +466,13 @@ class TinkerTrainer:
         params = tinker.AdamParams(
             learning_rate=learning_rate, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=ADAM_EPS
         )
-        self._call(lambda: self.client.optim_step(params).result(), "optim_step")
+        self._wait(lambda: self.client.optim_step(params), "optim_step")
 
     def save(self, name: str) -> str:
         """Training state (for resume) and sampler weights; returns the sampler address."""
-        state = self._call(lambda: self.client.save_state(name).result(), "save_state")
+        state = self._wait(lambda: self.client.save_state(name), "save_state")
         self.last_state_path = state.path
-        sampler = self._call(lambda: self.client.save_weights_for_sampler(name).result(), "save_weights")
+        sampler = self._wait(lambda: self.client.save_weights_for_sampler(name), "save_weights")
         return str(sampler.path)
 
     def sampler(self) -> TinkerSampler:

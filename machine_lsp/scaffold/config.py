@@ -78,9 +78,15 @@ class EvalSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             raise msgspec.ValidationError("max_tokens must be >= 1")
 
 
+class TinkerSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # a self-hosted Tinker-API server (`machine tinker serve` writes it); None: hosted Tinker
+    base_url: str | None = None
+
+
 class MachineConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     train: TrainSection = msgspec.field(default_factory=TrainSection)
     eval: EvalSection = msgspec.field(default_factory=EvalSection)
+    tinker: TinkerSection = msgspec.field(default_factory=TinkerSection)
 
 
 def load_config(path: Path) -> MachineConfig:
@@ -152,6 +158,7 @@ _COMMENTS = {
     "eval.data": "held-out eval JSONL ({messages, expected, match?, id?} rows, or chat rows)",
     "eval.grader": "exact | contains | regex; unset = each row's own `match`",
     "eval.max_tokens": "tokens sampled per answer",
+    "tinker.base_url": "self-hosted Tinker-API server (machine tinker serve); TINKER_BASE_URL overrides it",
     "steps": "cap on optimizer steps; unset = epochs x batches",
     "learning_rate": "unset = engine default (local 5e-4, tinker 2e-4)",
     "save_every": "checkpoint every N steps (0 = final only)",
@@ -165,7 +172,9 @@ _COMMENTS = {
 def render_toml(config: MachineConfig) -> str:
     """The config as commented TOML (unset values are written as comments so they are discoverable)."""
     lines = ["# machine-lsp run configuration: read by `machine train ...`, train_sft.py and eval.py", ""]
-    for section in ("train", "eval"):
+    for section in ("train", "eval", "tinker"):
+        if section == "tinker" and config.tinker.base_url is None:
+            continue  # written by `machine tinker serve`
         lines.append(f"[{section}]")
         obj = getattr(config, section)
         for field in obj.__struct_fields__:

@@ -1,0 +1,441 @@
+"""Start, find, wait for and stop the managed SkyRL tx server (`machine tinker serve|status|stop`).
+
+* One server per project: its record (`server.json`), log, database and checkpoints live in
+  `.machine/tinker-server/`. The record names the pid together with the process's start time (in clock ticks
+  since boot) and the boot id, so a pid reused by another process, or a record left by a reboot, reads as stale.
+* The server runs detached (its own session, so `stop` signals the API server and the engine it spawns together),
+  under SkyRL tx's own venv (`venv.py`), always on 127.0.0.1, through the compatibility layer (`compat.py`).
+* SkyRL tx starts its engine with a hard-coded `uv run ... -m tx.tinker.engine ...`: a `uv` shim on the server's
+  PATH runs the venv's python with what follows `-m`.
+* JAX compiles every new input shape (1-3 min on CPU); a persistent compile cache under the user cache makes a
+  restart reuse them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from machine_lsp.tinker_server import venv
+
+Progress = Callable[[str], None]
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DIR_NAME = "tinker-server"
+RECORD_FILE = "server.json"
+LOG_FILE = "server.log"
+READY_TIMEOUT_S = 900.0
+STOP_TIMEOUT_S = 20.0
+START_MARKER = "--- machine tinker serve"
+ENGINE_READY_LINE = "Initialized TinkerEngine"
+COMPAT_SCRIPT = Path(__file__).with_name("compat.py")
+# LoRA adapters the engine keeps: N allows N-1 live training clients (slot 0 is the base model).
+MAX_LORA_ADAPTERS = 8
+MAX_LORA_RANK = 32
+
+UV_SHIM = """#!/bin/sh
+# SkyRL tx starts its engine with `uv run [uv options] -m tx.tinker.engine ...`: run this venv's python with
+# everything from `-m` on. Written by machine-lsp (`machine tinker serve`).
+while [ $# -gt 0 ] && [ "$1" != "-m" ]; do shift; done
+exec {python} "$@"
+"""
+
+
+class ServerError(RuntimeError):
+    """A serve/stop request that cannot be carried out; the message is one line that says why and what to do."""
+
+
+class ServerRecord(msgspec.Struct, kw_only=True):
+    pid: int
+    start_ticks: int  # /proc/<pid>/stat field 22: tells a reused pid apart
+    boot_id: str  # /proc/sys/kernel/random/boot_id: tells a record from before a reboot apart
+    host: str
+    port: int
+    base_url: str
+    model: str
+    log: str
+    started_at: str
+    ready: bool = False
+
+
+def server_dir(machine_dir: Path) -> Path:
+    return machine_dir / DIR_NAME
+
+
+def base_url_for(port: int) -> str:
+    return f"http://{HOST}:{port}"
+
+
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The start time of `pid` in clock ticks since boot, or None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: split after its closing parenthesis.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[19])  # field 22 overall; fields[0] is field 3
+
+
+def read_record(machine_dir: Path) -> ServerRecord | None:
+    path = server_dir(machine_dir) / RECORD_FILE
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=ServerRecord)
+    except FileNotFoundError:
+        return None
+    except (OSError, msgspec.MsgspecError):
+        return None  # unreadable: treated like a stale record
+
+
+def write_record(machine_dir: Path, record: ServerRecord) -> None:
+    path = server_dir(machine_dir) / RECORD_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(msgspec.json.encode(record))
+    tmp.replace(path)
+
+
+def remove_record(machine_dir: Path) -> None:
+    (server_dir(machine_dir) / RECORD_FILE).unlink(missing_ok=True)
+
+
+def is_alive(record: ServerRecord) -> bool:
+    """The recorded process still runs: same pid, same start time, same boot."""
+    if record.boot_id and record.boot_id != boot_id():
+        return False
+    return process_start_ticks(record.pid) == record.start_ticks
+
+
+def live_record(machine_dir: Path) -> tuple[ServerRecord | None, bool]:
+    """(the record of a running server or None, whether a stale record was found and removed)."""
+    record = read_record(machine_dir)
+    path = server_dir(machine_dir) / RECORD_FILE
+    if record is None:
+        stale = path.exists()
+        if stale:
+            remove_record(machine_dir)
+        return None, stale
+    if is_alive(record):
+        return record, False
+    remove_record(machine_dir)
+    return None, True
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def healthy(base_url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base_url}/api/v1/healthz", timeout=timeout) as response:
+            return response.status == 200 and json.loads(response.read()).get("status") == "ok"
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+
+
+def log_tail(path: Path, lines: int = 8) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def tinker_proto_path() -> Path:
+    """Our tinker SDK's generated protobuf module (the compat layer decodes request bodies with it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("tinker")  # finds the package without importing it (and torch)
+    if spec is None or not spec.submodule_search_locations:
+        raise ServerError("the tinker SDK is not installed in this environment")
+    path = Path(next(iter(spec.submodule_search_locations))) / "proto" / "tinker_public_pb2.py"
+    if not path.is_file():
+        raise ServerError(f"{path}: missing; the tinker SDK in this environment is not 0.38")
+    return path
+
+
+def resolve_model(model: str | None, progress: Progress) -> Path:
+    """`--model DIR` (a local HF directory) or the embedded SmolLM2, converted once into the cache."""
+    if model is None:
+        from machine_lsp.engines import smollm2
+
+        return smollm2.ensure_model(progress)
+    path = Path(model).expanduser().absolute()
+    if not path.is_dir():
+        raise ServerError(f"--model {model}: no such directory (pass a local Hugging Face model directory)")
+    if not (path / "config.json").is_file():
+        raise ServerError(f"--model {model}: not a Hugging Face model directory (no config.json in it)")
+    return path
+
+
+def _v4_tokenizer_config(config: dict) -> bool:
+    """transformers 5 -> 4.x tokenizer_config.json, in place; True if anything changed."""
+    changed = False
+    if config.get("tokenizer_class") == "TokenizersBackend":
+        config["tokenizer_class"] = "PreTrainedTokenizerFast"
+        changed = True
+    if config.pop("backend", None) is not None:
+        changed = True
+    if isinstance(config.get("extra_special_tokens"), list):
+        config["additional_special_tokens"] = config.pop("extra_special_tokens")
+        changed = True
+    return changed
+
+
+def _v4_model_config(config: dict) -> bool:
+    """transformers 5 -> 4.x config.json (flat rope_theta, torch_dtype), in place; True if anything changed."""
+    changed = False
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" not in config and "rope_theta" in rope:
+        config["rope_theta"] = rope["rope_theta"]
+        if rope.get("rope_type", "default") == "default":
+            config.setdefault("rope_scaling", None)
+        changed = True
+    if "dtype" in config and "torch_dtype" not in config:
+        config["torch_dtype"] = config["dtype"]
+        changed = True
+    return changed
+
+
+def server_model_dir(model_dir: Path) -> Path:
+    """`model_dir` as SkyRL tx's transformers 4.57 can read it.
+
+    A directory saved by transformers 5 (our SmolLM2 conversion) names its tokenizer class `TokenizersBackend`,
+    lists `extra_special_tokens` and nests `rope_theta` in `rope_parameters`, none of which 4.57 (or tx's model
+    code) reads. Such a directory is served through a view in the cache: links to every file but these two JSON
+    files, which are rewritten in the 4.x form.
+    """
+    rewritten: dict[str, dict] = {}
+    for name, convert in (("tokenizer_config.json", _v4_tokenizer_config), ("config.json", _v4_model_config)):
+        try:
+            config = json.loads((model_dir / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(config, dict) and convert(config):
+            rewritten[name] = config
+    if not rewritten:
+        return model_dir
+    view = venv.cache_dir() / "models" / model_dir.name
+    tmp = view.with_name(f".{view.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for item in model_dir.iterdir():
+        if item.name not in rewritten:
+            (tmp / item.name).symlink_to(item.absolute())
+    for name, config in rewritten.items():
+        (tmp / name).write_text(json.dumps(config, indent=2))
+    shutil.rmtree(view, ignore_errors=True)
+    tmp.rename(view)
+    return view
+
+
+def start(
+    machine_dir: Path,
+    *,
+    model: str | None = None,
+    port: int | None = None,
+    nice: int = 0,
+    progress: Progress,
+    ready_timeout: float = READY_TIMEOUT_S,
+) -> ServerRecord:
+    """Start the server and wait until it answers; returns its record. Raises ServerError."""
+    running, stale = live_record(machine_dir)
+    if running is not None:
+        raise ServerError(
+            f"a Tinker server is already running for this project (pid {running.pid}, {running.base_url}); "
+            "`machine tinker stop` first"
+        )
+    if stale:
+        progress("removed a stale server record (its process is gone)")
+    if port is None:
+        port = DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()
+    elif not 1 <= port <= 65535:
+        raise ServerError(f"--port {port}: not a TCP port (1-65535)")
+    elif not port_free(port):
+        raise ServerError(f"port {port} on {HOST} is in use; pick another with --port")
+    model_dir = server_model_dir(resolve_model(model, progress))
+    venv_dir = venv.ensure_venv(progress)
+
+    home = server_dir(machine_dir)
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    (home / "checkpoints").mkdir(exist_ok=True)
+    shim = home / "bin" / "uv"
+    shim.write_text(UV_SHIM.format(python=venv.venv_python(venv_dir)))
+    shim.chmod(0o755)
+    jax_cache = venv.cache_dir() / "jax-cache"
+    jax_cache.mkdir(parents=True, exist_ok=True)
+    log_path = home / LOG_FILE
+
+    backend_config = {"max_lora_adapters": MAX_LORA_ADAPTERS, "max_lora_rank": MAX_LORA_RANK}
+    argv = [
+        str(venv.venv_python(venv_dir)),
+        str(COMPAT_SCRIPT),
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--base-model",
+        str(model_dir),
+        "--backend",
+        "jax",
+        "--backend-config",
+        json.dumps(backend_config),
+        "--database-url",
+        f"sqlite:///{home / 'tinker.db'}",
+        "--checkpoints-base",
+        str(home / "checkpoints"),
+        "--tinker-proto",
+        str(tinker_proto_path()),
+    ]
+    if nice:
+        argv = ["nice", "-n", str(nice), *argv]
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{home / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=str(jax_cache),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.5",
+        PYTHONUNBUFFERED="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    env.pop("PYTHONPATH", None)  # the server venv must not see our packages
+    env.pop("VIRTUAL_ENV", None)
+    progress(f"starting SkyRL tx on {base_url_for(port)} with {model_dir} (log: {log_path})")
+    with open(log_path, "ab") as log:
+        log.write(f"\n{START_MARKER} {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    ticks = process_start_ticks(proc.pid) or 0
+    record = ServerRecord(
+        pid=proc.pid,
+        start_ticks=ticks,
+        boot_id=boot_id(),
+        host=HOST,
+        port=port,
+        base_url=base_url_for(port),
+        model=str(model_dir),
+        log=str(log_path),
+        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+    write_record(machine_dir, record)
+    try:
+        _wait_ready(proc, record, progress, ready_timeout)
+    except BaseException:
+        _terminate_group(proc.pid)
+        proc.wait()
+        remove_record(machine_dir)
+        raise
+    record.ready = True
+    write_record(machine_dir, record)
+    return record
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes], record: ServerRecord, progress: Progress, timeout: float
+) -> None:
+    started = time.monotonic()
+    next_report = started + 10
+    log_path = Path(record.log)
+    while True:
+        code = proc.poll()
+        if code is not None:
+            tail = " | ".join(log_tail(log_path, 4))
+            raise ServerError(f"the server exited with code {code} while starting; last log lines: {tail}")
+        # The log first (a file read): polling the API every half second would fill the log with access lines.
+        if _engine_ready(log_path) and healthy(record.base_url):
+            progress(f"server ready after {time.monotonic() - started:.0f} s")
+            return
+        now = time.monotonic()
+        if now - started > timeout:
+            raise ServerError(f"the server did not answer within {timeout:.0f} s; see {log_path}")
+        if now >= next_report:
+            last = log_tail(log_path, 1)
+            progress(f"waiting for the server ({now - started:.0f} s){': ' + last[0][:120] if last else ''}")
+            next_report = now + 10
+        time.sleep(0.5)
+
+
+def _engine_ready(log_path: Path) -> bool:
+    """The API answers before its engine has loaded the model: wait for the engine's own line in this start's log."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return False
+    return ENGINE_READY_LINE in text[text.rfind(START_MARKER) :]
+
+
+def _terminate_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> bool:
+    """SIGTERM the server's process group, SIGKILL it after `timeout`. True if it was running."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        _reap(pid)
+        time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _reap(pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop(machine_dir: Path) -> ServerRecord | None:
+    """Stop this project's server; returns its record, or None if none was running (a stale record is removed)."""
+    record, _stale = live_record(machine_dir)
+    if record is None:
+        return None
+    _terminate_group(record.pid)
+    remove_record(machine_dir)
+    return record

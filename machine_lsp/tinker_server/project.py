@@ -1,0 +1,67 @@
+"""Where the other verbs find the managed server: `machine.toml` `[tinker] base_url`.
+
+The file is edited in place (one line in the `[tinker]` section, added if missing), so the user's comments and
+other settings stay as they are; the result is parsed again before it replaces the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+CONFIG_FILE = "machine.toml"  # machine_lsp.scaffold.config.CONFIG_FILE; not imported so engines stay light
+
+_SECTION = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
+_BASE_URL = re.compile(r"^\s*base_url\s*=")
+COMMENT = "  # written by `machine tinker serve`; TINKER_BASE_URL overrides it"
+
+
+def set_base_url(project_dir: Path, url: str) -> Path:
+    """Write `[tinker] base_url = '<url>'` into the project's machine.toml (created if missing)."""
+    from machine_lsp.scaffold.config import ConfigError, load_config
+
+    path = project_dir / CONFIG_FILE
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    entry = f"base_url = '{url}'{COMMENT}"
+    section: str | None = None
+    header_at: int | None = None
+    for index, line in enumerate(lines):
+        match = _SECTION.match(line)
+        if match:
+            section = match.group(1).strip()
+            if section == "tinker":
+                header_at = index
+            continue
+        if section == "tinker" and _BASE_URL.match(line):
+            lines[index] = entry
+            break
+    else:
+        if header_at is None:
+            lines += (["", "[tinker]"] if lines else ["[tinker]"]) + [entry]
+        else:
+            lines.insert(header_at + 1, entry)
+    tmp = path.with_name(f".{CONFIG_FILE}.tmp-{os.getpid()}")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    try:
+        load_config(tmp)
+    except ConfigError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"{path}: not updated, the result would not be valid ({exc})") from None
+    tmp.replace(path)
+    return path
+
+
+def configured_base_url(project_dir: Path) -> str | None:
+    """`[tinker] base_url` from the project's machine.toml, if any (a broken file reads as unset)."""
+    path = project_dir / CONFIG_FILE
+    try:
+        section = tomllib.loads(path.read_text(encoding="utf-8")).get("tinker", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    url = section.get("base_url") if isinstance(section, dict) else None
+    return url if isinstance(url, str) and url else None

@@ -1,0 +1,206 @@
+"""`machine tinker serve|status|stop` bad cases, the server record and machine.toml, without starting SkyRL tx.
+
+Every case here is refused before the server venv or the model is touched, so these run in seconds; the real
+server is started in test_server_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from machine_lsp.cli.main import main
+from machine_lsp.scaffold.config import ConfigError, load_config
+from machine_lsp.tinker_server import process, project
+
+
+def _record(pid: int, **changes: object) -> process.ServerRecord:
+    record = process.ServerRecord(
+        pid=pid,
+        start_ticks=process.process_start_ticks(pid) or 0,
+        boot_id=process.boot_id(),
+        host=process.HOST,
+        port=8000,
+        base_url="http://127.0.0.1:8000",
+        model="/m",
+        log="/dev/null",
+        started_at="2026-11-30T00:00:00+00:00",
+    )
+    return msgspec.structs.replace(record, **changes)
+
+
+@pytest.fixture
+def machine_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / ".machine"
+    process.server_dir(directory).mkdir(parents=True)
+    return directory
+
+
+@pytest.fixture
+def sleeper() -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_running_server_is_found_and_a_second_serve_is_refused(
+    machine_dir: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    process.write_record(machine_dir, _record(sleeper.pid))
+    record, stale = process.live_record(machine_dir)
+    assert record is not None and record.pid == sleeper.pid and not stale
+    with pytest.raises(process.ServerError, match=f"already running .*pid {sleeper.pid}"):
+        process.start(machine_dir, progress=lambda _m: None)
+    assert sleeper.poll() is None  # untouched
+
+
+def test_a_record_of_a_finished_process_is_stale_and_removed(machine_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    process.write_record(machine_dir, _record(int(done.stdout), start_ticks=1))
+    assert process.live_record(machine_dir) == (None, True)
+    assert not (process.server_dir(machine_dir) / process.RECORD_FILE).exists()
+    assert process.live_record(machine_dir) == (None, False)
+
+
+def test_a_reused_pid_is_not_taken_for_the_server(
+    machine_dir: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    ticks = process.process_start_ticks(sleeper.pid)
+    assert ticks is not None
+    process.write_record(machine_dir, _record(sleeper.pid, start_ticks=ticks - 1))
+    assert process.live_record(machine_dir) == (None, True)
+
+
+def test_a_record_from_before_a_reboot_is_stale(machine_dir: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    process.write_record(machine_dir, _record(sleeper.pid, boot_id="00000000-old-boot"))
+    assert process.live_record(machine_dir) == (None, True)
+
+
+def test_stop_without_a_server_signals_nothing(machine_dir: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    process.write_record(machine_dir, _record(sleeper.pid, start_ticks=1))  # stale: the pid is someone else's
+    assert process.stop(machine_dir) is None
+    assert sleeper.poll() is None
+
+
+def test_stop_ends_the_whole_process_group(machine_dir: Path) -> None:
+    # A parent that spawns a child in its own session, like the API server and its engine.
+    leader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(60)']); time.sleep(60)",
+        ],
+        start_new_session=True,
+    )
+    process.write_record(machine_dir, _record(leader.pid))
+    assert process.stop(machine_dir) is not None
+    leader.wait(timeout=30)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(leader.pid, 0)
+    assert process.read_record(machine_dir) is None
+
+
+def test_a_port_in_use_is_refused(machine_dir: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind((process.HOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(process.ServerError, match=f"port {port} on 127.0.0.1 is in use"):
+            process.start(machine_dir, port=port, progress=lambda _m: None)
+
+
+def test_a_missing_or_wrong_model_dir_is_refused(machine_dir: Path, tmp_path: Path) -> None:
+    port = process.free_port()
+    with pytest.raises(process.ServerError, match="no such directory"):
+        process.start(machine_dir, model=str(tmp_path / "nope"), port=port, progress=lambda _m: None)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(process.ServerError, match="no config.json"):
+        process.start(machine_dir, model=str(tmp_path / "empty"), port=port, progress=lambda _m: None)
+
+
+def test_the_cli_reports_bad_cases_with_exit_codes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MACHINE_HOME", raising=False)
+    assert main(["tinker", "status"]) == 1
+    assert "no Tinker server running" in capsys.readouterr().out
+    assert main(["tinker", "stop"]) == 0
+    assert (
+        main(["tinker", "serve", "--model", str(tmp_path / "missing"), "--port", str(process.free_port())])
+        == 2
+    )
+    assert "no such directory" in capsys.readouterr().err
+    assert not (tmp_path / "machine.toml").exists()
+
+
+def test_the_base_url_goes_into_machine_toml_keeping_the_rest(tmp_path: Path) -> None:
+    project.set_base_url(tmp_path, "http://127.0.0.1:8000")
+    assert load_config(tmp_path / "machine.toml").tinker.base_url == "http://127.0.0.1:8000"
+
+    (tmp_path / "machine.toml").write_text(
+        "# my settings\n[train]\nengine = 'tinker'  # keep me\n\n[tinker]\nbase_url = 'http://old'\n\n[eval]\nmax_tokens = 9\n"
+    )
+    project.set_base_url(tmp_path, "http://127.0.0.1:8123")
+    text = (tmp_path / "machine.toml").read_text()
+    assert "# my settings" in text and "# keep me" in text
+    data = tomllib.loads(text)
+    assert data["tinker"]["base_url"] == "http://127.0.0.1:8123"
+    assert data["eval"]["max_tokens"] == 9
+    assert project.configured_base_url(tmp_path) == "http://127.0.0.1:8123"
+
+    (tmp_path / "machine.toml").write_text("[tinker]\n")
+    project.set_base_url(tmp_path, "http://127.0.0.1:9")
+    assert project.configured_base_url(tmp_path) == "http://127.0.0.1:9"
+
+
+def test_a_broken_machine_toml_is_not_overwritten(tmp_path: Path) -> None:
+    (tmp_path / "machine.toml").write_text("[train]\nepochs = 'many'\n")
+    with pytest.raises(ConfigError, match="not updated"):
+        project.set_base_url(tmp_path, "http://127.0.0.1:8000")
+    assert (tmp_path / "machine.toml").read_text() == "[train]\nepochs = 'many'\n"
+    assert project.configured_base_url(tmp_path) is None
+
+
+def test_the_engine_finds_the_served_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from machine_lsp.engines import tinker_engine
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TINKER_BASE_URL", raising=False)
+    assert tinker_engine.resolve_base_url() == tinker_engine.DEFAULT_BASE_URL
+    project.set_base_url(tmp_path, "http://127.0.0.1:8765/")
+    assert tinker_engine.resolve_base_url() == "http://127.0.0.1:8765"
+    monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9999")
+    assert tinker_engine.resolve_base_url() == "http://127.0.0.1:9999"  # the environment wins
+    assert tinker_engine.resolve_base_url("http://explicit:1") == "http://explicit:1"
+
+
+def test_a_transformers_5_model_dir_is_served_through_a_4x_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from machine_lsp.engines import smollm2
+
+    source = smollm2.ensure_model()  # written by transformers 5
+    monkeypatch.setenv("MACHINE_TINKER_SERVER_CACHE", str(tmp_path / "cache"))
+    view = process.server_model_dir(source)
+    assert view != source and view.parent == tmp_path / "cache" / "models"
+    config = json.loads((view / "config.json").read_text())
+    assert config["rope_theta"] == config["rope_parameters"]["rope_theta"]
+    tokenizer_config = json.loads((view / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert "extra_special_tokens" not in tokenizer_config
+    assert (view / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
+    assert (view / smollm2.MARKER_FILE).exists()  # the engine still picks the SmolLM2 renderer
+    assert process.server_model_dir(view) == view  # already in the 4.x form: served as is

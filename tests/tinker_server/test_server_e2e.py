@@ -1,0 +1,220 @@
+"""The Tinker engine end to end: `machine tinker serve`, then the usual verbs with `--engine tinker`, through the
+real tinker SDK 0.38 and the compatibility layer, against SkyRL tx on the embedded SmolLM2.
+
+One server for the module (started and stopped through the CLI). The first run builds SkyRL tx's venv under the
+cache (minutes) and compiles each JAX shape once (1-3 min each on 2 cores; later runs reuse the persistent compile
+cache). To keep the shapes few, every batch here has the same size and every row pads to the same length bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from machine_lsp.core import runs
+from machine_lsp.tinker_server import process
+
+pytestmark = [pytest.mark.tinker_server, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+BATCH = 4
+PAIRS = [(3, 4), (12, 30), (7, 8), (21, 5), (9, 9), (40, 2), (6, 7), (15, 15)]
+SERVE_TIMEOUT_S = 3600  # a first run installs the venv
+JOB_TIMEOUT_S = 1800
+
+
+def _row(a: int, b: int) -> dict:
+    return {
+        "messages": [
+            {"role": "user", "content": f"What is {a} plus {b}?"},
+            {"role": "assistant", "content": f"answer: {a + b}"},
+        ]
+    }
+
+
+def _cli(cwd: Path, *argv: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MACHINE_TORCH_THREADS": "1", "COLUMNS": "200"}
+    env["TINKER_TELEMETRY"] = "0"
+    for name in ("MACHINE_HOME", "TINKER_API_KEY", "TINKER_BASE_URL"):
+        env.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "machine_lsp.cli.main", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, (
+        f"exit {done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    )
+    return done.stdout
+
+
+def _manifests(project: Path, job: str) -> list[runs.RunManifest]:
+    found = [runs.read_manifest(p) for p in sorted((project / ".machine" / "runs").iterdir()) if p.is_dir()]
+    return sorted([m for m in found if m.job == job], key=lambda m: m.created_at)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, process.ServerRecord]:
+    project = tmp_path_factory.mktemp("tinker-project")
+    (project / ".machine").mkdir()
+    (project / "train.jsonl").write_text("".join(json.dumps(_row(a, b)) + "\n" for a, b in PAIRS))
+    evals = [
+        {"messages": [{"role": "user", "content": f"What is {a} plus {b}?"}], "expected": f"answer: {a + b}"}
+        for a, b in [(5, 6), (13, 2)]
+    ]
+    (project / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    (project / "machine.toml").write_text(
+        f"[train]\nengine = 'tinker'\ndata = 'train.jsonl'\nbatch_size = {BATCH}\nrank = 8\n"
+        "learning_rate = 0.0005\nmax_length = 64\n\n[eval]\ndata = 'eval.jsonl'\nmax_tokens = 8\n"
+    )
+    started = time.monotonic()
+    done = _cli(
+        project,
+        "tinker",
+        "serve",
+        "--nice",
+        "15",
+        "--port",
+        str(process.free_port()),
+        timeout=SERVE_TIMEOUT_S,
+    )
+    record = process.read_record(project / ".machine")
+    try:
+        out = _ok(done)
+        assert record is not None and record.ready
+        print(f"\n[tinker serve] ready in {time.monotonic() - started:.0f} s: {record.base_url}")
+        assert f"TINKER_BASE_URL={record.base_url}" in out
+        yield project, record
+    finally:
+        _cli(project, "tinker", "stop", timeout=120)
+        if record is not None:
+            with pytest.raises(ProcessLookupError):
+                os.killpg(record.pid, 0)
+
+
+def test_serve_binds_loopback_and_records_the_url(served: tuple[Path, process.ServerRecord]) -> None:
+    project, record = served
+    assert record.host == "127.0.0.1"
+    assert record.base_url.startswith("http://127.0.0.1:")
+    from machine_lsp.tinker_server.project import configured_base_url
+
+    assert configured_base_url(project) == record.base_url
+    status = _ok(_cli(project, "tinker", "status", "--json", timeout=60))
+    payload = json.loads(status)
+    assert payload["server"]["pid"] == record.pid and payload["server"]["answering"] is True
+    again = _cli(project, "tinker", "serve", timeout=120)
+    assert again.returncode == 2 and "already running" in again.stderr
+
+
+def test_smoke_trains_and_samples_through_the_sdk(served: tuple[Path, process.ServerRecord]) -> None:
+    project, record = served
+    _ok(_cli(project, "train", "smoke", "--yes"))
+    manifest = _manifests(project, "train-smoke")[-1]
+    assert manifest.status == "done", manifest.error
+    assert manifest.engine == "tinker"
+    losses = manifest.result["losses"]
+    assert len(losses) == 2 and all(0.0 < x < 20.0 for x in losses)
+    assert isinstance(manifest.result["sample"]["output"], str)
+
+
+def test_run_checkpoints_resumes_and_evaluates(served: tuple[Path, process.ServerRecord]) -> None:
+    project, _record = served
+    _ok(_cli(project, "train", "run", "--yes", "--steps", "2", "--save-every", "1"))
+    first = _manifests(project, "train-run")[-1]
+    assert first.status == "done", first.error
+    assert [c.step for c in first.checkpoints] == [1, 2]
+    assert [c.final for c in first.checkpoints] == [False, True]
+    for checkpoint in first.checkpoints:
+        assert checkpoint.address.startswith("tinker://") and "/sampler_weights/" in checkpoint.address
+        assert checkpoint.state is not None and "/weights/" in checkpoint.state
+
+    _ok(_cli(project, "train", "run", "--yes", "--steps", "3", "--resume", first.id))
+    resumed = _manifests(project, "train-run")[-1]
+    assert resumed.id != first.id and resumed.status == "done", resumed.error
+    assert resumed.resumed_from == first.checkpoints[-1].state
+    assert resumed.result["steps_run"] == 1
+    assert [c.step for c in resumed.checkpoints] == [3]
+
+    address = resumed.checkpoints[-1].address
+    out = _ok(_cli(project, "train", "eval", "checkpoint", address, "--yes"))
+    evaluated = _manifests(project, "eval-checkpoint")[-1]
+    assert evaluated.status == "done", evaluated.error
+    assert evaluated.engine == "tinker"
+    assert msgspec.json.encode(evaluated.result)  # a result was recorded
+    assert "eval" in out.lower() or address in out
+
+
+def test_first_step_loss_matches_the_local_engine(
+    served: tuple[Path, process.ServerRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same base weights, same rendering, same Datums: SkyRL tx's loss equals torch's within 1%."""
+    from machine_lsp.core.schema import Message
+    from machine_lsp.engines import render
+    from machine_lsp.engines.base import LoraSettings
+    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.tinker_engine import TinkerEngine
+
+    _project, record = served
+    monkeypatch.setenv("TINKER_TELEMETRY", "0")
+    monkeypatch.delenv("TINKER_API_KEY", raising=False)
+    rows = [
+        [
+            Message(role="user", content=f"What is {a} plus {b}?"),
+            Message(role="assistant", content=f"answer: {a + b}"),
+        ]
+        for a, b in PAIRS[:BATCH]
+    ]
+    remote = TinkerEngine(base_url=record.base_url)
+    remote.preflight()
+    model = remote.resolve_model(remote.default_model)
+    assert model == record.model  # the served model, not the hosted default
+    datums = [render.to_datum(r, remote.renderer(model), max_length=64) for r in rows]
+    tinker_loss = remote.create_trainer(model, LoraSettings(rank=8), tmp_path).forward_backward(datums).loss
+
+    store = tmp_path / ".machine"
+    (store / "runs").mkdir(parents=True)
+    local = LocalEngine(threads=1, store_root=store)
+    local_loss = local.create_trainer(
+        local.default_model, LoraSettings(rank=8), tmp_path / "local"
+    ).forward_backward(datums)
+    print(f"\n[first-step loss] SkyRL tx {tinker_loss:.6f}, local torch {local_loss.loss:.6f}")
+    assert tinker_loss == pytest.approx(local_loss.loss, rel=0.01)
+
+
+def test_a_server_that_dies_while_starting_is_reported(tmp_path: Path) -> None:
+    """A model dir SkyRL tx cannot load: its engine exits, the API follows, `serve` says so and leaves no record."""
+    project = tmp_path / "broken"
+    (project / ".machine").mkdir(parents=True)
+    model = tmp_path / "not-a-model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    done = _cli(
+        project,
+        "tinker",
+        "serve",
+        "--nice",
+        "15",
+        "--model",
+        str(model),
+        "--port",
+        str(process.free_port()),
+        timeout=900,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "exited with code" in done.stderr and "last log lines" in done.stderr
+    assert process.read_record(project / ".machine") is None
+    assert not (project / "machine.toml").exists()
