@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from machine_lsp.core.lines import split_lines
 from machine_lsp.core.validate.dataset import _dataset_findings_of
 from machine_lsp.core.validate.fast import (
     _fast_check,
@@ -90,15 +91,6 @@ def check_lines(
             results[index] = slow(batch[index], first + index, kind)
         out += results
     return out
-
-
-def _split_lines(text: str) -> list[str]:
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 class _Pass:
@@ -318,7 +310,7 @@ def _text_pass(
     bom = text.startswith("\ufeff")
     if bom:
         text = text[1:]
-    lines = _split_lines(text)
+    lines = split_lines(text)  # the one line rule (core.lines), as the server splits
     run = _Pass(file, byte_count, lines, bom)
     _check_lines(run, kind, progress, want_prompts)
     if lines and not text.endswith(("\n", "\r")) and lines[-1].isspace():
