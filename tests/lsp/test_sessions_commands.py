@@ -1,5 +1,6 @@
-"""machine.sessions, machine.sessions.turns and machine.tag {from, preview}, through the real server, on a session
-log Claude Code wrote (tests/fixtures/claude_code), placed where Claude Code keeps it in a temporary HOME."""
+"""machine.sessions, machine.sessions.turns and machine.tag {from, preview}, through the real server, on session logs
+Claude Code and Codex wrote (tests/fixtures/claude_code, tests/fixtures/codex), each placed where its harness keeps it
+in a temporary HOME with the recorded directory rewritten to the test project."""
 
 from __future__ import annotations
 
@@ -19,37 +20,60 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from machine_lsp.cli.main import main
 from machine_lsp.core.transcripts import load_turns
 
-FIXTURE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "claude_code" / "claude-code-2.1.332-echo-hi.jsonl"
-)
-RECORDED_CWD = "/tmp/dump-claude-code-4ea0g9cl/project"
-SESSION_ID = "a5ba8927-dfb7-46cd-9dd3-b127c2b2f3ac"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+class Log(msgspec.Struct):
+    """A log a real harness wrote (see the fixtures' READMEs), and where that harness keeps it under HOME."""
+
+    harness: str
+    fixture: Path
+    recorded_cwd: str
+    session_id: str
+    home_path: str  # relative to HOME; {project_slug} is filled in
+
+
+LOGS = [
+    Log(
+        "claude-code",
+        FIXTURES / "claude_code" / "claude-code-2.1.332-echo-hi.jsonl",
+        "/tmp/dump-claude-code-4ea0g9cl/project",
+        "a5ba8927-dfb7-46cd-9dd3-b127c2b2f3ac",
+        ".claude/projects/{project_slug}/a5ba8927-dfb7-46cd-9dd3-b127c2b2f3ac.jsonl",
+    ),
+    Log(
+        "codex",
+        FIXTURES / "codex" / "rollout-0.171.0-echo-hi.jsonl",
+        "/tmp/dump-codex-8pc_n4bz/project",
+        "01a22d9b-6395-7bb2-9925-f6f25def3352",
+        ".codex/sessions/2026/11/30/rollout-2026-11-30T17-58-08-01a22d9b-6395-7bb2-9925-f6f25def3352.jsonl",
+    ),
+]
 
 
 class World(msgspec.Struct):
+    harness: str
+    session_id: str
     home: Path
     project: Path
     log: Path
     env: dict[str, str]
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> World:
+@pytest.fixture(params=LOGS, ids=lambda log: log.harness)
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    spec: Log = request.param
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
     (project / ".machine").mkdir()
-    log = (
-        home
-        / ".claude"
-        / "projects"
-        / ("-" + str(project).strip("/").replace("/", "-"))
-        / f"{SESSION_ID}.jsonl"
-    )
+    log = home / spec.home_path.format(project_slug="-" + str(project).strip("/").replace("/", "-"))
     log.parent.mkdir(parents=True)
-    log.write_text(FIXTURE.read_text(encoding="utf-8").replace(RECORDED_CWD, str(project)), encoding="utf-8")
+    text = spec.fixture.read_text(encoding="utf-8")
+    assert spec.recorded_cwd in text
+    log.write_text(text.replace(spec.recorded_cwd, str(project)), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in _HOME_VARIABLES}
     env["HOME"] = str(home)
-    return World(home, project, log, env)
+    return World(spec.harness, spec.session_id, home, project, log, env)
 
 
 _HOME_VARIABLES = (
@@ -81,36 +105,39 @@ def stored(project: Path) -> list[dict]:
     return [msgspec.json.decode(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-async def test_sessions_lists_the_claude_code_session(client: LanguageClient, world: World) -> None:
+async def test_sessions_lists_the_agent_session(client: LanguageClient, world: World) -> None:
     reply = await command(client, "machine.sessions", {})
     assert reply["project"] == str(world.project.resolve())
     [session] = reply["sessions"]
-    assert session["harness"] == "claude-code" and session["id"] == SESSION_ID
+    assert session["harness"] == world.harness and session["id"] == world.session_id
     assert session["path"] == str(world.log) and session["turns"] == len(load_turns(world.log))
     assert session["first_prompt"] == "Say hello in five words."
-    assert (await command(client, "machine.sessions", {"harness": "codex"}))["sessions"] == []
+    other = "pi" if world.harness != "pi" else "codex"
+    assert (await command(client, "machine.sessions", {"harness": other}))["sessions"] == []
+    only = await command(client, "machine.sessions", {"harness": world.harness})
+    assert [s["id"] for s in only["sessions"]] == [world.session_id]
     with pytest.raises(JsonRpcException, match="harness must be one of"):
         await command(client, "machine.sessions", {"harness": "emacs"})
 
 
 async def test_turns_are_marked_once_tagged(client: LanguageClient, world: World) -> None:
     turns = load_turns(world.log)
-    reply = await command(client, "machine.sessions.turns", {"session": SESSION_ID[:8]})
-    assert reply["id"] == SESSION_ID and reply["harness"] == "claude-code"
+    reply = await command(client, "machine.sessions.turns", {"session": world.session_id[:8]})
+    assert reply["id"] == world.session_id and reply["harness"] == world.harness
     assert [(t["number"], t["line"], t["end_line"]) for t in reply["turns"]] == [
         (n, t.line, t.end_line) for n, t in enumerate(turns, start=1)
     ]
     assert reply["turns"][0]["prompt"] == "Say hello in five words."
     assert all(t["verdict"] is None and t["records"] == [] for t in reply["turns"])
 
-    tagged = await command(client, "machine.tag", {"from": f"{SESSION_ID}:1", "verdict": "bad"})
-    again = await command(client, "machine.sessions.turns", {"session": SESSION_ID})
+    tagged = await command(client, "machine.tag", {"from": f"{world.session_id}:1", "verdict": "bad"})
+    again = await command(client, "machine.sessions.turns", {"session": world.session_id})
     assert again["turns"][0]["verdict"] == "bad" and again["turns"][0]["records"] == [tagged["id"]]
     assert all(t["verdict"] is None for t in again["turns"][1:])
 
     # Good after bad: the last tag stands, and the turn says its records contradict.
-    await command(client, "machine.tag", {"from": f"{SESSION_ID}:1", "verdict": "good"})
-    first = (await command(client, "machine.sessions.turns", {"session": SESSION_ID}))["turns"][0]
+    await command(client, "machine.tag", {"from": f"{world.session_id}:1", "verdict": "good"})
+    first = (await command(client, "machine.sessions.turns", {"session": world.session_id}))["turns"][0]
     assert first["verdict"] == "good" and first["conflict"] is True and len(first["records"]) == 2
 
     with pytest.raises(JsonRpcException, match="no agent session has that id"):
@@ -121,8 +148,8 @@ async def test_tag_from_last_stores_what_the_cli_stores(
     client: LanguageClient, world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     preview = await command(client, "machine.tag", {"from": "last", "preview": True})
-    assert preview["preview"] is True and preview["harness"] == "claude-code"
-    assert preview["session_id"] == SESSION_ID and preview["duplicate_of"] is None
+    assert preview["preview"] is True and preview["harness"] == world.harness
+    assert preview["session_id"] == world.session_id and preview["duplicate_of"] is None
     assert preview["where"] == f"{world.log}:{load_turns(world.log)[-1].end_line}"
     assert preview["answer"] == preview["record"]["messages"][-1]["content"]
     assert stored(world.project) == []  # a preview stores nothing
@@ -153,8 +180,8 @@ async def test_tag_from_last_stores_what_the_cli_stores(
     assert again["duplicate_of"] == reply["id"]
 
 
-async def test_from_errors_are_one_line(client: LanguageClient) -> None:
+async def test_from_errors_are_one_line(client: LanguageClient, world: World) -> None:
     with pytest.raises(JsonRpcException, match="no such file, and no agent session has that id"):
         await command(client, "machine.tag", {"from": "nope-not-a-session"})
     with pytest.raises(JsonRpcException, match="TURN counts from 1 to"):
-        await command(client, "machine.tag", {"from": f"{SESSION_ID}:99", "preview": True})
+        await command(client, "machine.tag", {"from": f"{world.session_id}:99", "preview": True})
