@@ -16,6 +16,7 @@ from lsp_helpers import SERVER, WAIT, close, start
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
+from test_replies import matches
 
 from machine_lsp.cli.main import main
 from machine_lsp.core.transcripts import load_turns
@@ -96,8 +97,12 @@ async def client(world: World) -> AsyncIterator[LanguageClient]:
 
 
 async def command(client: LanguageClient, name: str, args: dict | None = None):
+    """The reply, checked against the struct(s) replies.py declares for the command (the generated TS types)."""
     params = types.ExecuteCommandParams(command=name, arguments=[args] if args is not None else [])
-    return await asyncio.wait_for(client.workspace_execute_command_async(params), WAIT)
+    reply = await asyncio.wait_for(client.workspace_execute_command_async(params), WAIT)
+    plain = msgspec.json.decode(msgspec.json.encode(reply))
+    matches(plain, name)
+    return plain
 
 
 def stored(project: Path) -> list[dict]:
