@@ -190,3 +190,10 @@ async def test_from_errors_are_one_line(client: LanguageClient, world: World) ->
         await command(client, "machine.tag", {"from": "nope-not-a-session"})
     with pytest.raises(JsonRpcException, match="TURN counts from 1 to"):
         await command(client, "machine.tag", {"from": f"{world.session_id}:99", "preview": True})
+
+
+async def test_from_a_file_and_line_reads_that_file(client: LanguageClient, world: World) -> None:
+    first = load_turns(world.log)[0]
+    preview = await command(client, "machine.tag", {"from": f"{world.log}:{first.end_line}", "preview": True})
+    assert preview["where"] == f"{world.log}:{first.end_line}"
+    assert stored(world.project) == []

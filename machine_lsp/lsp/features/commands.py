@@ -167,7 +167,9 @@ class CommandsFeature(LanguageFeature):
             return turn, turn.source.uri
         path_text, sep, line_text = source.rpartition(":")
         path, line = (path_text, int(line_text)) if sep and line_text.isdigit() else (source, None)
-        uri = Path(path).expanduser().absolute().as_uri()
+        uri = (
+            (start / Path(path).expanduser()).absolute().as_uri()
+        )  # relative: to the project, as the CLI's cwd
         return await self._line_turn(uri, {"line": line}, trace), uri
 
     def _lines(self, uri: str) -> list[str]:
