@@ -5,7 +5,7 @@
 import * as vscode from "vscode";
 import { ExecuteCommandRequest } from "vscode-languageclient/node";
 import type { MachineCommandReplies, TagPreview, TagReply } from "./generated/replies";
-import { previewText, SESSION_COMMANDS, type Verdict } from "./logic/sessions";
+import { previewText, SESSION_COMMANDS, SESSION_UI_COMMANDS, type Verdict } from "./logic/sessions";
 import type { ServerManager } from "./server";
 
 export type SessionCommand = (typeof SESSION_COMMANDS)[keyof typeof SESSION_COMMANDS];
@@ -43,5 +43,5 @@ export function registerTagLastCommands(server: ServerManager, onTagged: () => v
         void vscode.window.showErrorMessage(`Machine: ${msg}`);
       }
     });
-  return [command("machineLsp.tagLastGood", "good"), command("machineLsp.tagLastBad", "bad")];
+  return [command(SESSION_UI_COMMANDS.tagLastGood, "good"), command(SESSION_UI_COMMANDS.tagLastBad, "bad")];
 }

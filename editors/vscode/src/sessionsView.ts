@@ -5,11 +5,9 @@
  */
 import * as vscode from "vscode";
 import type { SessionEntry, SessionTurn } from "./generated/replies";
-import { fromSpec, revealTarget, sessionView, SESSION_COMMANDS, turnView, type NodeView, type Verdict } from "./logic/sessions";
+import { fromSpec, revealTarget, SESSION_COMMANDS, SESSION_UI_COMMANDS, SESSIONS_VIEW, sessionView, turnView, type NodeView, type Verdict } from "./logic/sessions";
 import type { ServerManager } from "./server";
 import { callServer } from "./sessions";
-
-export const SESSIONS_VIEW = "machineLsp.sessions";
 
 type Node = { kind: "session"; session: SessionEntry } | { kind: "turn"; session: SessionEntry; turn: SessionTurn } | { kind: "message"; text: string };
 
@@ -21,12 +19,12 @@ export class SessionsView implements vscode.TreeDataProvider<Node>, vscode.Dispo
   constructor(private readonly server: ServerManager) {
     this.disposables.push(
       vscode.window.createTreeView(SESSIONS_VIEW, { treeDataProvider: this, showCollapseAll: true }),
-      vscode.commands.registerCommand("machineLsp.sessions.refresh", () => {
+      vscode.commands.registerCommand(SESSION_UI_COMMANDS.refresh, () => {
         this.refresh();
       }),
-      vscode.commands.registerCommand("machineLsp.sessions.tagGood", (node: Node) => this.tag(node, "good")),
-      vscode.commands.registerCommand("machineLsp.sessions.tagBad", (node: Node) => this.tag(node, "bad")),
-      vscode.commands.registerCommand("machineLsp.sessions.openTurn", (node: Node) => this.open(node)),
+      vscode.commands.registerCommand(SESSION_UI_COMMANDS.tagGood, (node: Node) => this.tag(node, "good")),
+      vscode.commands.registerCommand(SESSION_UI_COMMANDS.tagBad, (node: Node) => this.tag(node, "bad")),
+      vscode.commands.registerCommand(SESSION_UI_COMMANDS.openTurn, (node: Node) => this.open(node)),
     );
   }
 
@@ -42,7 +40,7 @@ export class SessionsView implements vscode.TreeDataProvider<Node>, vscode.Dispo
     item.tooltip = view.tooltip;
     item.iconPath = new vscode.ThemeIcon(view.icon);
     item.contextValue = view.contextValue;
-    if (node.kind === "turn") item.command = { command: "machineLsp.sessions.openTurn", title: "Open Turn", arguments: [node] };
+    if (node.kind === "turn") item.command = { command: SESSION_UI_COMMANDS.openTurn, title: "Open Turn", arguments: [node] };
     return item;
   }
 

@@ -12,6 +12,17 @@ export const SESSION_COMMANDS = {
 
 export type Verdict = "good" | "bad";
 
+/** The Sessions view and the extension commands of this flow (contributed in package.json; a unit test checks). */
+export const SESSIONS_VIEW = "machineLsp.sessions";
+export const SESSION_UI_COMMANDS = {
+  tagLastGood: "machineLsp.tagLastGood",
+  tagLastBad: "machineLsp.tagLastBad",
+  refresh: "machineLsp.sessions.refresh",
+  tagGood: "machineLsp.sessions.tagGood",
+  tagBad: "machineLsp.sessions.tagBad",
+  openTurn: "machineLsp.sessions.openTurn",
+} as const;
+
 /** The `from` of machine.tag that names one turn of one session (turns count from 1). */
 export function fromSpec(sessionId: string, turnNumber: number): string {
   return `${sessionId}:${turnNumber}`;

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { test } from "node:test";
 import type { SessionEntry, SessionTurn, TagPreview } from "../../src/generated/replies";
-import { flat, fromSpec, previewText, revealTarget, sessionView, turnView, when } from "../../src/logic/sessions";
+import { flat, fromSpec, previewText, revealTarget, SESSION_UI_COMMANDS, SESSIONS_VIEW, sessionView, turnView, when } from "../../src/logic/sessions";
 
 const turn = (over: Partial<SessionTurn> = {}): SessionTurn => ({
   number: 2, line: 7, end_line: 9, uri: "file:///home/u/.claude/projects/-ws/a5ba.jsonl",
@@ -77,4 +79,31 @@ test("the preview lists harness, session, prompt and answer, and says when it is
   const dup = previewText({ ...p, verdict: "bad", duplicate_of: "r9", answer: "x".repeat(700) }, 100);
   assert.match(dup.detail, /Already tagged bad \(record r9\): confirming adds nothing\.$/);
   assert.match(dup.detail, /Answer:\nx{99}…/);
+});
+
+interface Contributes {
+  commands: { command: string; title: string }[];
+  views: Record<string, { id: string; name: string }[]>;
+  menus: Record<string, { command: string; when?: string; group?: string }[]>;
+}
+
+test("package.json contributes the Sessions view, its commands, and inline tags on the turns turnView marks", () => {
+  // out/test/unit/ -> the extension folder
+  const pkg = JSON.parse(fs.readFileSync(path.resolve(__dirname, "../../../package.json"), "utf8")) as { contributes: Contributes };
+  const c = pkg.contributes;
+  const contributed = new Set(c.commands.map((x) => x.command));
+  for (const id of Object.values(SESSION_UI_COMMANDS)) assert.ok(contributed.has(id), `${id} is not in contributes.commands`);
+  assert.equal(c.commands.find((x) => x.command === SESSION_UI_COMMANDS.tagLastGood)?.title, "Tag Last Agent Turn as Good…");
+  assert.ok(Object.values(c.views).flat().some((v) => v.id === SESSIONS_VIEW && v.name === "Sessions"));
+  assert.ok(c.menus["view/title"]?.some((m) => m.command === SESSION_UI_COMMANDS.refresh && m.when === `view == ${SESSIONS_VIEW}`));
+  const inline = (c.menus["view/item/context"] ?? []).filter((m) => m.group?.startsWith("inline"));
+  for (const id of [SESSION_UI_COMMANDS.tagGood, SESSION_UI_COMMANDS.tagBad]) {
+    const entry = inline.find((m) => m.command === id);
+    assert.ok(entry?.when, `${id} has no inline menu entry`);
+    const pattern = /viewItem =~ \/(.+)\//.exec(entry.when)?.[1];
+    assert.ok(pattern, entry.when);
+    const shown = new RegExp(pattern);
+    for (const verdict of [null, "good", "bad"] as const) assert.ok(shown.test(turnView(turn({ verdict })).contextValue), `${id} hidden on a ${String(verdict)} turn`);
+    assert.ok(!shown.test(sessionView({ harness: "pi", id: "s", path: "/p", cwd: "/", updated: 0, turns: 1, first_prompt: "", problem: null }).contextValue));
+  }
 });
