@@ -157,6 +157,16 @@ def resolve_from(
     return turns[number - 1]
 
 
+def find_session(spec: str, project_dir: Path, *, homes: Homes | None = None) -> Session:
+    """The session `spec` names: a unique prefix of its id (this project's sessions first). Raises TranscriptError
+    when none or several match."""
+    session = _session_by_id(spec, project_dir, homes)
+    if session is None:
+        _no_session(spec, project_dir)
+    assert session is not None
+    return session
+
+
 def project_root(start: Path) -> Path:
     """The project `start` is in: the nearest ancestor holding `.machine/`, else `.git`, else `start` itself.
 

@@ -22,7 +22,7 @@ import msgspec.inspect
 from msgspec import UNSET, UnsetType
 
 from machine_lsp.core.evals import Comparison
-from machine_lsp.core.schema import Source, Verdict
+from machine_lsp.core.schema import Source, TagRecord, Verdict
 from machine_lsp.core.store import StoreCounts
 
 JobStatus = Literal["starting", "running", "done", "failed", "cancelled"]
@@ -153,11 +153,74 @@ class InfoReply(msgspec.Struct):
     timing: dict[str, DocumentTiming]
 
 
+# -- agent sessions (machine.sessions, machine.sessions.turns, machine.tag {from, preview}) ---------------------
+class SessionEntry(msgspec.Struct):
+    """One agent session run in this project (core/sessions.py)."""
+
+    harness: str  # pi | claude-code | codex | opencode | letta-code
+    id: str
+    path: str  # the log (for OpenCode: its database)
+    cwd: str  # the directory the agent ran in
+    updated: float  # seconds since the epoch
+    turns: int | None  # None: not counted (beyond `limit`) or unreadable (see problem)
+    first_prompt: str
+    problem: str | None  # why the log could not be read
+
+
+class SessionsReply(msgspec.Struct):
+    """`machine.sessions`: this project's agent sessions, newest first."""
+
+    project: str
+    sessions: list[SessionEntry]
+
+
+class SessionTurn(msgspec.Struct):
+    """One assistant turn of a session, and what the store already says about it."""
+
+    number: int  # 1-based: `from: "SESSION-ID:NUMBER"` tags it
+    line: int  # 1-based span of the log that holds the turn
+    end_line: int
+    uri: str  # the log the turn came from
+    prompt: str  # the user prompt that led to it, flattened and cut to 200 characters
+    answer: str  # the answer, flattened and cut to 200 characters
+    blocked: str | None  # why it cannot be tagged good (an aborted or empty reply)
+    verdict: Verdict | None  # the standing tag on this turn (the last one wins); None: not tagged
+    rewritten: bool  # the standing tag is a rewrite
+    records: list[str]  # ids of every store record on this turn
+    conflict: bool  # the records on this turn contradict each other
+
+
+class SessionTurnsReply(msgspec.Struct):
+    """`machine.sessions.turns`: one session's turns, in order."""
+
+    harness: str
+    id: str
+    path: str
+    turns: list[SessionTurn]
+    problems: list[str]  # lines of the log that could not be read
+
+
+class TagPreview(msgspec.Struct):
+    """`machine.tag` with `preview: true`: the record it would store (nothing is stored)."""
+
+    preview: Literal[True]
+    verdict: Verdict
+    harness: str | None
+    session_id: str | None
+    where: str  # path:line of the answer
+    prompt: str  # the last user prompt, whole
+    answer: str  # the answer, whole (the rewrite when there is one)
+    duplicate_of: str | None  # the record already holding this conversation with this verdict
+    record: TagRecord
+
+
 JobReply = JobSummary | JobDeclined
 
 #: command id -> the struct(s) its reply can be.
 COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
-    "machine.tag": (TagReply,),
+    "machine.tag": (TagReply, TagPreview),
+    "machine.sessions": (SessionsReply,),
+    "machine.sessions.turns": (SessionTurnsReply,),
     "machine.tagged": (TaggedReply,),
     "machine.data": (DataReply,),
     "machine.validate": (JobSummary,),

@@ -50,6 +50,7 @@ class MachineLanguageServer(LanguageServer):
         from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
         from machine_lsp.lsp.features.hover import HoverFeature
         from machine_lsp.lsp.features.jobs import JobsFeature
+        from machine_lsp.lsp.features.sessions import SessionsFeature
 
         self.diagnostics = DiagnosticsFeature(self)
         self.jobs = JobsFeature(self)
@@ -60,6 +61,7 @@ class MachineLanguageServer(LanguageServer):
             HoverFeature(self),
             self.jobs,
             self.commands,
+            SessionsFeature(self),
         ]
         for feature in self.features:
             feature.register()

@@ -88,6 +88,9 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         cancel = await call("machine.jobs.cancel", {"job_id": job["job_id"]})
         assert cancel["cancelled"] is False and cancel["job_id"] == job["job_id"]
         info = await call("machine.server.info")
+        await call(
+            "machine.sessions", {}
+        )  # none here: turns and previews are checked in test_sessions_commands
         assert info["heavy_modules"] == []
         from test_jobs import _eval_result
 
@@ -105,6 +108,7 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
             "machine.eval.baseline",
             "machine.eval.checkpoint",
             "machine.eval.probe",
+            "machine.sessions.turns",  # needs a session log: tests/lsp/test_sessions_commands.py
         }
     finally:
         await asyncio.wait_for(close(client), WAIT)

@@ -5,6 +5,8 @@ import { Commands } from "./commands";
 import { JOB_EVENT_NOTIFICATION, JobsView } from "./jobsView";
 import { RunPanel } from "./panel";
 import { ServerManager } from "./server";
+import { registerTagLastCommands } from "./sessions";
+import { SessionsView } from "./sessionsView";
 import { TrainingEnvironment } from "./trainingEnv";
 
 let server: ServerManager | undefined;
@@ -29,6 +31,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   });
   const commands = new Commands(context, server, jobs, panel, new TrainingEnvironment(context, server));
   context.subscriptions.push(output, jobs, panel, server, ...commands.register());
+  const sessions = new SessionsView(server);
+  context.subscriptions.push(sessions, ...registerTagLastCommands(server, () => {
+      sessions.refresh();
+    }));
   await server.ensureClient();
 }
 

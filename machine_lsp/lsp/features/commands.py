@@ -8,6 +8,7 @@ and pure); training, evaluation and validation run as jobs (see jobs.py). Paid o
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -38,6 +39,7 @@ from machine_lsp.lsp.replies import (
     ServerSettingsInfo,
     TaggedRecord,
     TaggedReply,
+    TagPreview,
     TagReply,
     WroteReply,
     to_wire,
@@ -88,12 +90,11 @@ class CommandsFeature(LanguageFeature):
             self.server.command(command_id)(_entry(method))
 
     # -- tagging ----------------------------------------------------------------------------------------------
-    async def tag(self, args: dict[str, Any]) -> TagReply:
+    async def tag(self, args: dict[str, Any]) -> TagReply | TagPreview:
         from machine_lsp.core import tagging
         from machine_lsp.core.store import Store, StoreError
         from machine_lsp.core.transcripts import TranscriptError
 
-        uri = _require_str(args, "uri")
         verdict = args.get("verdict", "good")
         if verdict not in ("good", "bad"):
             raise CommandError(message=f"verdict must be 'good' or 'bad', not {verdict!r}")
@@ -107,16 +108,20 @@ class CommandsFeature(LanguageFeature):
             )
         if ask == "rewrite" and not rewrite:
             raise CommandError(message="this action needs the rewritten answer: pass {'rewrite': '...'}")
-        lines = self._lines(uri)
+        uri = args.get("uri") or ""
+        source = _optional_str(args, "from")
         try:
-            if "range" in args:
-                turn = self._selection_turn(uri, lines, args)
+            if source is not None:  # a session's turn (or FILE[:LINE]); the store is still the project's
+                turn, uri = await self._turn_from(source, args, trace)
+            elif "range" in args:
+                uri = _require_str(args, "uri")
+                turn = self._selection_turn(uri, self._lines(uri), args)
             else:
-                line = args.get("line")
-                if line is not None and (not isinstance(line, int) or isinstance(line, bool) or line < 1):
-                    raise CommandError(message="line must be a 1-based line number")
-                turn = await self._turn(uri, lines, line, trace)
-            store = Store.open(self.server.project_start(uri))
+                uri = _require_str(args, "uri")
+                turn = await self._line_turn(uri, args, trace)
+            store = Store.open(self.server.project_start(args.get("uri") if source is not None else uri))
+            if args.get("preview") is True:
+                return tag_preview(store, turn, verdict, note=note, rewrite=rewrite, trace=trace)
             result = tagging.tag(store, turn, verdict, note=note, rewrite=rewrite, trace=trace)
         except (TranscriptError, selection.SelectionError) as exc:
             raise CommandError(message=str(exc)) from None
@@ -143,6 +148,29 @@ class CommandsFeature(LanguageFeature):
             message=message,
             store=str(store.tagged_path),
         )
+
+    async def _line_turn(self, uri: str, args: dict[str, Any], trace: bool):
+        line = args.get("line")
+        if line is not None and (not isinstance(line, int) or isinstance(line, bool) or line < 1):
+            raise CommandError(message="line must be a 1-based line number")
+        return await self._turn(uri, self._lines(uri), line, trace)
+
+    async def _turn_from(self, source: str, args: dict[str, Any], trace: bool):
+        """`from`: "last" or "SESSION-ID[:TURN]" (core resolve_from, as `machine good --from`), or FILE[:LINE]."""
+        from machine_lsp.core.sessions import resolve_from
+
+        start = self.server.project_start(args.get("uri"))
+        turn = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(resolve_from, source, start, trace=trace)
+        )
+        if turn is not None:
+            return turn, turn.source.uri
+        path_text, sep, line_text = source.rpartition(":")
+        path, line = (path_text, int(line_text)) if sep and line_text.isdigit() else (source, None)
+        uri = (
+            (start / Path(path).expanduser()).absolute().as_uri()
+        )  # relative: to the project, as the CLI's cwd
+        return await self._line_turn(uri, {"line": line}, trace), uri
 
     def _lines(self, uri: str) -> list[str]:
         """The document's lines: the editor's buffer when open, else the file on disk (split the same way)."""
@@ -393,6 +421,28 @@ class CommandsFeature(LanguageFeature):
                 for uri, st in self.server.diagnostics.docs.items()
             },
         )
+
+
+def tag_preview(store: Any, turn: Any, verdict: str, **options: Any) -> TagPreview:
+    """What `machine.tag` would store for `turn` (nothing is written): the record, and the duplicate it would be."""
+    from machine_lsp.core import tagging
+    from machine_lsp.core.schema import text_of
+    from machine_lsp.core.transcripts.base import display_path
+    from machine_lsp.core.turn_marks import last_prompt
+
+    record = tagging.build_record(turn, verdict, **options)  # type: ignore[arg-type]
+    duplicate = store.find_same(record.messages, record.verdict)
+    return TagPreview(
+        preview=True,
+        verdict=record.verdict,
+        harness=turn.source.harness,
+        session_id=turn.source.session_id,
+        where=f"{display_path(turn.source.uri)}:{turn.end_line}",
+        prompt=last_prompt(turn),
+        answer=text_of(record.messages[-1]),
+        duplicate_of=duplicate.id if duplicate is not None else None,
+        record=record,
+    )
 
 
 class _Position(msgspec.Struct):

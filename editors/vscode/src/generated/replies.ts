@@ -16,7 +16,9 @@ export interface MachineCommandReplies {
   "machine.jobs.cancel": CancelReply;
   "machine.jobs.list": JobsListReply;
   "machine.server.info": InfoReply;
-  "machine.tag": TagReply;
+  "machine.sessions": SessionsReply;
+  "machine.sessions.turns": SessionTurnsReply;
+  "machine.tag": TagReply | TagPreview;
   "machine.tagged": TaggedReply;
   "machine.train.run": JobSummary | JobDeclined;
   "machine.train.sft": WroteReply;
@@ -179,6 +181,52 @@ export interface DocumentTiming {
   last_checked_lines: number;
 }
 /**
+ * `machine.sessions`: this project's agent sessions, newest first.
+ */
+export interface SessionsReply {
+  project: string;
+  sessions: SessionEntry[];
+}
+/**
+ * One agent session run in this project (core/sessions.py).
+ */
+export interface SessionEntry {
+  harness: string;
+  id: string;
+  path: string;
+  cwd: string;
+  updated: number;
+  turns: number | null;
+  first_prompt: string;
+  problem: string | null;
+}
+/**
+ * `machine.sessions.turns`: one session's turns, in order.
+ */
+export interface SessionTurnsReply {
+  harness: string;
+  id: string;
+  path: string;
+  turns: SessionTurn[];
+  problems: string[];
+}
+/**
+ * One assistant turn of a session, and what the store already says about it.
+ */
+export interface SessionTurn {
+  number: number;
+  line: number;
+  end_line: number;
+  uri: string;
+  prompt: string;
+  answer: string;
+  blocked: string | null;
+  verdict: ("bad" | "good") | null;
+  rewritten: boolean;
+  records: string[];
+  conflict: boolean;
+}
+/**
  * `machine.tag`: the record written (or the one it duplicates).
  */
 export interface TagReply {
@@ -187,6 +235,67 @@ export interface TagReply {
   duplicate_of: string | null;
   message: string;
   store: string;
+}
+/**
+ * `machine.tag` with `preview: true`: the record it would store (nothing is stored).
+ */
+export interface TagPreview {
+  preview: true;
+  verdict: "bad" | "good";
+  harness: string | null;
+  session_id: string | null;
+  where: string;
+  prompt: string;
+  answer: string;
+  duplicate_of: string | null;
+  record: TagRecord;
+}
+export interface TagRecord {
+  id: string;
+  verdict: "bad" | "good";
+  messages: Message[];
+  source: Source;
+  created_at: string;
+  tool_version: string;
+  note?: string;
+  original?: string | null;
+  trace?: boolean;
+}
+export interface Message {
+  role: "assistant" | "system" | "tool" | "user";
+  content: string | (TextPart | ThinkingPart)[];
+  tool_calls?: ToolCall[] | null;
+  tool_call_id?: string | null;
+  name?: string | null;
+}
+export interface TextPart {
+  type: "text";
+  text: string;
+}
+export interface ThinkingPart {
+  type: "thinking";
+  thinking: string;
+}
+export interface ToolCall {
+  id: string;
+  function: ToolFunction;
+  type?: string;
+}
+export interface ToolFunction {
+  name: string;
+  arguments: string;
+}
+export interface Source {
+  kind: "chat_jsonl" | "cli" | "selection" | "session_log";
+  uri: string;
+  line?: number | null;
+  end_line?: number | null;
+  entry_id?: string | null;
+  session_id?: string | null;
+  harness?: string | null;
+  model?: string | null;
+  provider?: string | null;
+  context?: string | null;
 }
 /**
  * `machine.tagged`: the store's records (optionally of one verdict).
@@ -205,16 +314,4 @@ export interface TaggedRecord {
   rewritten: boolean;
   trace: boolean;
   created_at: string;
-}
-export interface Source {
-  kind: "chat_jsonl" | "cli" | "selection" | "session_log";
-  uri: string;
-  line?: number | null;
-  end_line?: number | null;
-  entry_id?: string | null;
-  session_id?: string | null;
-  harness?: string | null;
-  model?: string | null;
-  provider?: string | null;
-  context?: string | null;
 }

@@ -1,0 +1,47 @@
+/**
+ * *Machine: Tag Last Agent Turn as Good…* / *…as Bad…*: machine.tag {from: "last", preview: true} shows what would
+ * be stored; Confirm stores it (machine.tag {from: "last"}). Also the typed call the Sessions view uses.
+ */
+import * as vscode from "vscode";
+import { ExecuteCommandRequest } from "vscode-languageclient/node";
+import type { MachineCommandReplies, TagPreview, TagReply } from "./generated/replies";
+import { previewText, SESSION_COMMANDS, SESSION_UI_COMMANDS, type Verdict } from "./logic/sessions";
+import type { ServerManager } from "./server";
+
+export type SessionCommand = (typeof SESSION_COMMANDS)[keyof typeof SESSION_COMMANDS];
+
+/** workspace/executeCommand with one object argument, typed by the reply the server's struct declares. */
+export async function callServer<C extends SessionCommand>(server: ServerManager, command: C, arg: Record<string, unknown>): Promise<MachineCommandReplies[C]> {
+  const client = await server.ensureClient();
+  if (!client) throw new Error("the machine-lsp server is not running (see “Machine: Show Server Log”).");
+  return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [arg] })) as MachineCommandReplies[C];
+}
+
+const isPreview = (reply: TagPreview | TagReply): reply is TagPreview => "preview" in reply;
+
+/** Preview, ask, tag. Returns the stored reply, or undefined when the user cancelled. */
+export async function tagLastTurn(server: ServerManager, verdict: Verdict, from = "last"): Promise<TagReply | undefined> {
+  const preview = await callServer(server, SESSION_COMMANDS.tag, { from, verdict, preview: true });
+  if (!isPreview(preview)) throw new Error("the server stored the tag instead of previewing it (is it older than the extension?)");
+  const text = previewText(preview);
+  const confirm = "Confirm";
+  const answer = await vscode.window.showInformationMessage(text.message, { modal: true, detail: text.detail }, confirm);
+  if (answer !== confirm) return undefined;
+  const stored = await callServer(server, SESSION_COMMANDS.tag, { from, verdict });
+  return isPreview(stored) ? undefined : stored;
+}
+
+/** The palette commands; `onTagged` refreshes the Sessions view. */
+export function registerTagLastCommands(server: ServerManager, onTagged: () => void): vscode.Disposable[] {
+  const command = (id: string, verdict: Verdict): vscode.Disposable =>
+    vscode.commands.registerCommand(id, async () => {
+      try {
+        if (await tagLastTurn(server, verdict)) onTagged();
+      } catch (err) {
+        const msg = err instanceof Error ? err.message : String(err);
+        server.output.error(`${id}: ${msg}`);
+        void vscode.window.showErrorMessage(`Machine: ${msg}`);
+      }
+    });
+  return [command(SESSION_UI_COMMANDS.tagLastGood, "good"), command(SESSION_UI_COMMANDS.tagLastBad, "bad")];
+}
