@@ -136,7 +136,11 @@ def _id_lines(text: str, messages: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def is_opencode_db(path: Path) -> bool:
+    """Whether `path` is an SQLite file. Only a regular file is opened: a FIFO or a device is left to the
+    text reader, which refuses it (opening a FIFO to sniff it would block)."""
     try:
+        if not path.is_file():
+            return False
         with path.open("rb") as handle:
             return handle.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:
