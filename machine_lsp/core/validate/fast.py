@@ -13,7 +13,7 @@ import msgspec
 
 from machine_lsp.core.validate.findings import _CLEAN, Kind, LineResult
 
-ROLES = ("system", "user", "assistant", "tool")
+ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 MATCHES = ("exact", "contains", "regex")
@@ -42,11 +42,14 @@ class _ToolCall(msgspec.Struct, gc=False):
 
 
 class _Message(msgspec.Struct, gc=False):
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: _NonEmpty | Annotated[list[_Text | _Thinking], msgspec.Meta(min_length=1)]
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    weight: Literal[0, 1] | None = None
+    trainable: bool | None = None
+    function_call: None = None  # the legacy key: any value sends the row to the slow path's message
 
 
 class _Row(msgspec.Struct, gc=False):
@@ -59,11 +62,14 @@ class _Row(msgspec.Struct, gc=False):
 class _LooseMessage(msgspec.Struct, gc=False):
     """_Message without the non-empty rule: an assistant message that makes tool calls may have no text."""
 
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | list[_Text | _Thinking]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[_Text | _Thinking] | None = None  # missing or null: only with tool calls (checked)
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    weight: Literal[0, 1] | None = None
+    trainable: bool | None = None
+    function_call: None = None
 
 
 class _LooseRow(msgspec.Struct, gc=False):
@@ -86,7 +92,7 @@ class _PlainMessage(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     beyond its last role, so the file loop tries it first; anything else (tool calls, a part with empty text,
     unknown keys) takes the full fast path."""
 
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant"]
     content: _NonEmpty | Annotated[list[_PlainText | _PlainThinking], msgspec.Meta(min_length=1)]
     name: str | None = None
 
@@ -127,6 +133,23 @@ def _json_ok(text: str) -> bool:
     return True
 
 
+def _arguments_ok(arguments: str) -> bool:
+    """JSON text, and not JSON text of a string that itself holds JSON (double-encoded arguments)."""
+    try:
+        value = _any_decoder.decode(arguments)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return type(value) is not str or not _double_encoded(value)
+
+
+def _double_encoded(value: str) -> bool:
+    """A string that is itself the JSON text of an object or list (arguments encoded twice)."""
+    text = value.strip()
+    if not text.startswith(("{", "[")):
+        return False
+    return _json_ok(text)
+
+
 def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
     seen: set[str] = set()
     any_call = False
@@ -135,7 +158,7 @@ def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
             if message.role != "assistant":
                 return False
             for call in message.tool_calls:
-                if not _json_ok(call.function.arguments):
+                if not _arguments_ok(call.function.arguments):
                     return False
                 seen.add(call.id)
             any_call = True
@@ -151,6 +174,8 @@ def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
 def _fast_parts_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
     for message in messages:
         content = message.content
+        if message.weight is not None and message.role != "assistant":
+            return False  # a warning: weight is read on assistant messages only
         if type(content) is list and not any(
             (part.text if type(part) is _Text else part.thinking) for part in content
         ):
