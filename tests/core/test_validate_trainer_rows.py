@@ -265,3 +265,23 @@ def test_tools_are_dropped_with_the_tool_calls_when_tagged_without_trace() -> No
     (turn,) = ChatJsonlAdapter().turns(line, "file:///t.jsonl")
     assert not any(m.tool_calls for m in turn.messages)
     assert turn.extra == {}
+
+
+def test_top_level_functions_is_legacy() -> None:
+    text = row(USER, ASSISTANT, functions=[{"name": "f", "parameters": {}}])
+    findings = check_line(text, 1).findings
+    assert [f.code for f in findings] == ["functions-legacy"]
+    assert '"tools"' in findings[0].message
+
+
+@pytest.mark.parametrize(
+    "tools",
+    [
+        {"type": "function"},
+        [{"name": "f", "parameters": {}}],  # a bare function, not wrapped
+        [{"type": "function", "function": {"description": "no name"}}],
+        [{"type": "function", "function": {"name": "f", "parameters": "{}"}}],
+    ],
+)
+def test_malformed_tools_are_errors(tools: Any) -> None:
+    assert codes(row(USER, ASSISTANT, tools=tools)) == ["tools-invalid"]

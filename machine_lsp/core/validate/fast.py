@@ -52,11 +52,31 @@ class _Message(msgspec.Struct, gc=False):
     function_call: None = None  # the legacy key: any value sends the row to the slow path's message
 
 
+class _ToolSpec(msgspec.Struct, gc=False):
+    name: _NonEmpty
+    description: str = ""
+    parameters: dict = {}
+
+
+class _Tool(msgspec.Struct, gc=False):
+    """An OpenAI tool definition, as the cookbook's `openai_tools_to_tinker` reads it."""
+
+    type: Literal["function"]
+    function: _ToolSpec
+
+
+# Row keys other trainers use that the fast path checks (the slow path has the messages): `tools` must be tool
+# definitions, and the legacy `functions` sends the row to the slow path.
+_Tools = list[_Tool] | None
+
+
 class _Row(msgspec.Struct, gc=False):
     messages: Annotated[list[_Message], msgspec.Meta(min_length=1)]
     expected: _NonEmpty | None = None
     match: Literal["exact", "contains", "regex"] = "exact"
     id: str | None = None
+    tools: _Tools = None
+    functions: None = None
 
 
 class _LooseMessage(msgspec.Struct, gc=False):
@@ -77,6 +97,8 @@ class _LooseRow(msgspec.Struct, gc=False):
     expected: _NonEmpty | None = None
     match: Literal["exact", "contains", "regex"] = "exact"
     id: str | None = None
+    tools: _Tools = None
+    functions: None = None
 
 
 class _PlainText(msgspec.Struct, tag="text", tag_field="type", gc=False):
@@ -102,6 +124,8 @@ class _PlainRow(msgspec.Struct, gc=False):
     expected: _NonEmpty | None = None
     match: Literal["exact", "contains", "regex"] = "exact"
     id: str | None = None
+    tools: _Tools = None
+    functions: None = None
 
 
 _plain_row_decoder = msgspec.json.Decoder(_PlainRow)

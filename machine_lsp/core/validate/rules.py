@@ -126,9 +126,50 @@ def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
     else:
         _no_messages(ck, obj, messages_span)
 
+    _check_row_tools(ck, obj, root)
     if is_eval:
         _check_eval_keys(ck, obj, root)
     return LineResult(ck.findings, hash(text), prompt_key, width, row_kind, n_messages)
+
+
+def _check_row_tools(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) -> None:
+    """Top-level `tools` (OpenAI tool definitions, declared to the renderer) and the legacy `functions`."""
+    whole = ck.whole()
+    if obj.get("functions") is not None:
+        ck.add(
+            "functions-legacy",
+            "`functions` is OpenAI's deprecated function-calling format, which tinker-cookbook renderers do not "
+            'read; declare them as `"tools": [{"type": "function", "function": {"name": ..., "description": ..., '
+            '"parameters": {...}}}]`',
+            *_span_of(_value_span(root, "functions"), whole),
+        )
+    tools = obj.get("tools")
+    if tools is None:
+        return
+    tspan = _value_span(root, "tools")
+    trange = _span_of(tspan, whole)
+    if not isinstance(tools, list):
+        ck.add(
+            "tools-invalid", f"`tools` must be a list of tool definitions, not {_describe(tools)}", *trange
+        )
+        return
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not function["name"]
+            or not isinstance(function.get("description", ""), str)
+            or not isinstance(function.get("parameters", {}), dict)
+        ):
+            ck.add(
+                "tools-invalid",
+                f'tool {index + 1} must look like {{"type": "function", "function": {{"name": "...", '
+                '"description": "...", "parameters": {<JSON schema>}}}',
+                *_span_of(_item_span(tspan, index), trange),
+            )
 
 
 def _not_an_object(ck: _LineChecker, obj: Any) -> None:
