@@ -159,5 +159,9 @@ def _finding(lines: Sequence[str], what: str, rows: list[Any] | None) -> Finding
     message = f'the file is {what}; machine-lsp reads chat JSONL: one {{"messages": [...]}} row per line'
     if fix is None:
         message += " (it cannot be converted automatically: some rows do not fit the format)"
+    else:
+        message += (
+            " (a fix converts it: the editor's quick fix, or the edit in `machine train validate --json`)"
+        )
     first_width = len(lines[0].rstrip("\r\n")) if lines else 0
     return Finding(1, 1, 1, first_width + 1, "error", "file-format", message, fix)
