@@ -285,3 +285,15 @@ def test_top_level_functions_is_legacy() -> None:
 )
 def test_malformed_tools_are_errors(tools: Any) -> None:
     assert codes(row(USER, ASSISTANT, tools=tools)) == ["tools-invalid"]
+
+
+def test_a_bare_message_list_on_line_1_of_a_jsonl_file_is_a_line_finding() -> None:
+    text = json.dumps([USER, ASSISTANT]) + "\n" + row(USER, ASSISTANT) + "\n"
+    assert diagnose_lines(text.splitlines()) is None
+    assert [f.code for f in validate_text(text).findings] == ["bare-messages"]
+
+
+def test_an_array_of_rows_on_one_line_is_a_file_finding() -> None:
+    text = json.dumps(ROWS)
+    finding = diagnose_lines([text])
+    assert finding is not None and finding.code == "file-format" and finding.fix is not None

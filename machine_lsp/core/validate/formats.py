@@ -126,15 +126,24 @@ def diagnose_lines(lines: Sequence[str]) -> Finding | None:
 
 
 def _diagnose_array(lines: Sequence[str], index: int, line: str) -> Finding | None:
-    text = "".join(lines) if lines and lines[0].endswith(("\n", "\r")) else "\n".join(lines)
+    rest_blank = not any(s.strip() for s in lines[index + 1 :])
     try:
-        value = _decoder.decode(text.lstrip("\ufeff").strip())
+        value = _decoder.decode(line.lstrip("\ufeff").strip())
     except (msgspec.DecodeError, RecursionError):
-        return None
+        value = None  # the array goes on over more lines (pretty-printed): decode the whole text below
+    else:
+        if not rest_blank:
+            return None  # a whole JSON value on line 1 and rows after it: JSONL with a bad first line
+    if value is None:
+        text = "".join(lines) if lines and lines[0].endswith(("\n", "\r")) else "\n".join(lines)
+        try:
+            value = _decoder.decode(text.lstrip("\ufeff").strip())
+        except (msgspec.DecodeError, RecursionError):
+            return None
     if not isinstance(value, list) or not value:
         return None
     if _is_messages(value):
-        if index == len(lines) - 1 or not any(s.strip() for s in lines[index + 1 :]):
+        if rest_blank:
             return None  # one line holding a list of messages: the per-line `bare-messages` fix handles it
         what = "one JSON array of messages (one conversation), not JSON Lines"
         return _finding(lines, what, [value])
