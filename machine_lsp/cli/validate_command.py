@@ -136,6 +136,9 @@ def _finding_json(finding: Finding) -> dict[str, Any]:
         "severity": finding.severity,
         "code": finding.code,
         "message": finding.message,
+        "fix": msgspec.to_builtins(
+            finding.fix
+        ),  # null, or {"title", "edits": [{line, column, ..., new_text}]}
     }
 
 

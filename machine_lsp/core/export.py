@@ -25,7 +25,7 @@ def export_sft(records: Iterable[TagRecord]) -> list[TrainingRow]:
         if key in seen:
             continue
         seen.add(key)
-        rows.append(TrainingRow(messages=list(record.messages)))
+        rows.append(TrainingRow(messages=list(record.messages), extra=dict(record.extra)))
     return rows
 
 

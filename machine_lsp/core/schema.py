@@ -16,7 +16,7 @@ import msgspec
 
 from machine_lsp.core.lines import split_lines
 
-Role = Literal["system", "user", "assistant", "tool"]
+Role = Literal["system", "developer", "user", "assistant", "tool"]
 MatchKind = Literal["exact", "contains", "regex"]
 Verdict = Literal["good", "bad"]
 SourceKind = Literal["chat_jsonl", "session_log", "selection", "cli"]
@@ -45,11 +45,21 @@ class ToolCall(msgspec.Struct, omit_defaults=True):
 
 
 class Message(msgspec.Struct, omit_defaults=True):
+    """One chat message. `content` may be missing or null in the source (OpenAI's rows for an assistant message
+    that only calls tools); it is read as "" then. `weight` (OpenAI, 0 or 1) and `trainable` (tinker-cookbook)
+    say whether an assistant message is trained on."""
+
     role: Role
-    content: str | list[ContentPart]
+    content: str | list[ContentPart] | None = ""
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    weight: int | None = None
+    trainable: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.content is None:
+            self.content = ""
 
 
 class TrainingRow(msgspec.Struct, omit_defaults=True):
@@ -89,6 +99,9 @@ class TagRecord(msgspec.Struct, omit_defaults=True):
     note: str = ""
     original: str | None = None  # the model's answer when a rewrite replaced it
     trace: bool = False  # messages carry the full tool trace
+    extra: dict[str, Any] = msgspec.field(
+        default_factory=dict
+    )  # the chat row's other top-level keys (`tools`)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -97,8 +110,8 @@ class TagRecord(msgspec.Struct, omit_defaults=True):
 
 def text_of(message: Message) -> str:
     """The visible text of a message: a string content, or its text parts joined (thinking is left out)."""
-    if isinstance(message.content, str):
-        return message.content
+    if isinstance(message.content, str) or message.content is None:
+        return message.content or ""
     return "".join(part.text for part in message.content if isinstance(part, TextPart))
 
 
@@ -112,7 +125,7 @@ def to_cookbook_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for message in messages:
-        item: dict[str, Any] = {"role": message.role, "content": msgspec.to_builtins(message.content)}
+        item: dict[str, Any] = {"role": message.role, "content": msgspec.to_builtins(message.content or "")}
         if message.tool_calls:
             item["tool_calls"] = [
                 {

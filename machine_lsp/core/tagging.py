@@ -73,6 +73,7 @@ def build_record(
         note=note,
         original=original,
         trace=trace,
+        extra=dict(turn.extra),
     )
 
 

@@ -36,6 +36,7 @@ class ReadinessError(Exception):
 class _Conversation(msgspec.Struct):
     messages: list[Message]
     expected: str | None = None
+    tools: list[Any] | None = None  # OpenAI tool definitions, declared to the renderer
 
 
 class Readiness(msgspec.Struct):
@@ -154,11 +155,11 @@ def _check_row(tally: _Tally, raw: bytes, line_no: int, kind: Kind, loaded: _Ren
     is_eval = kind == "eval" or (kind == "auto" and row.expected is not None)
     try:
         if is_eval:
-            tokens = len(render.prompt_tokens(row.messages, loaded.renderer))
+            tokens = len(render.prompt_tokens(row.messages, loaded.renderer, row.tools))
             tally.eval_rows += 1
             tally.prompt_tokens += tokens
         else:
-            tokens = _check_training_row(tally, row.messages, line_no, width, loaded)
+            tokens = _check_training_row(tally, row, line_no, width, loaded)
     except Exception as exc:  # the cookbook raises many kinds (ValueError, KeyError, pydantic errors)
         reason = " ".join(str(exc).split())[:300]
         tally.add(line_no, width, "render-failed", f"renderer {loaded.name} cannot render the row: {reason}")
@@ -177,11 +178,17 @@ def _check_row(tally: _Tally, raw: bytes, line_no: int, kind: Kind, loaded: _Ren
 
 
 def _check_training_row(
-    tally: _Tally, messages: list[Message], line_no: int, width: int, loaded: _Renderer
+    tally: _Tally, row: _Conversation, line_no: int, width: int, loaded: _Renderer
 ) -> int:
-    """Render one training row as it would train; its token count."""
+    """Render one training row as it would train (tools declared, `weight`/`trainable` respected); its token
+    count."""
     datum = render.to_datum(
-        messages, loaded.renderer, train_on=loaded.train_on, reduction="none", allow_untrained=True
+        row.messages,
+        loaded.renderer,
+        train_on=loaded.train_on,
+        reduction="none",
+        allow_untrained=True,
+        tools=row.tools,
     )
     _, _, weights = render.datum_tokens(datum)
     max_length = tally.max_length
@@ -191,7 +198,12 @@ def _check_training_row(
     tally.tokens += len(weights)
     tally.trained += trained
     if trained == 0:
-        tally.add(line_no, width, "no-trained-tokens", "the row has no tokens to train on")
+        reason = (
+            " (every assistant message has weight 0 or trainable false)"
+            if render.has_training_flags(row.messages)
+            else ""
+        )
+        tally.add(line_no, width, "no-trained-tokens", f"the row has no tokens to train on{reason}")
     elif kept == 0:
         tally.add(
             line_no,

@@ -141,15 +141,80 @@ def train_on_what(value: str | Any) -> Any:
         ) from None
 
 
-def cookbook_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Core messages -> cookbook `renderers.Message` dicts (tool calls as cookbook `ToolCall` objects)."""
+def cookbook_messages(messages: Sequence[Message], train_on: Any | None = None) -> list[dict[str, Any]]:
+    """Core messages -> cookbook `renderers.Message` dicts (tool calls as cookbook `ToolCall` objects).
+
+    `developer` becomes `system`: ChatML (qwen3_instruct), llama3 and role_colon have no developer role (they would
+    print `<|im_start|>developer`), and OpenAI's chat API treats a developer message as the system prompt of
+    non-reasoning models; the cookbook's openai_compat layer passes roles through unchanged, so the mapping is ours.
+    With `train_on` given and any message carrying `weight` or `trainable`, every message gets the cookbook's
+    `trainable` flag (for TrainOnWhat.CUSTOMIZED): see `trained_flags`."""
     from tinker_cookbook.renderers import ToolCall
 
     out = to_cookbook_messages(messages)
     for item in out:
+        if item["role"] == "developer":
+            item["role"] = "system"
         if "tool_calls" in item:
             item["tool_calls"] = [ToolCall.model_validate(call) for call in item["tool_calls"]]
+    if train_on is not None and has_training_flags(messages):
+        for item, flag in zip(out, trained_flags(messages, train_on), strict=True):
+            item["trainable"] = flag
     return out
+
+
+def has_training_flags(messages: Sequence[Message]) -> bool:
+    return any(m.weight is not None or m.trainable is not None for m in messages)
+
+
+def trained_flags(messages: Sequence[Message], train_on: Any) -> list[bool]:
+    """Which messages train when the rows say so per message: `trainable` (cookbook) wins, then `weight`
+    (OpenAI, 0 or 1: read on assistant messages only); a message with neither trains as `train_on` would train it
+    (OpenAI's default is weight 1 for every assistant message, i.e. all_assistant_messages)."""
+    what = train_on_what(train_on).value
+    last_assistant = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+    flags = []
+    for index, message in enumerate(messages):
+        if message.trainable is not None:
+            flags.append(message.trainable)
+        elif message.weight is not None and message.role == "assistant":
+            flags.append(message.weight == 1)
+        elif what in ("all_messages", "all_tokens"):
+            flags.append(True)
+        elif what == "all_user_and_system_messages":
+            flags.append(message.role in ("user", "system", "developer"))
+        elif what in ("last_assistant_message", "last_assistant_turn"):
+            flags.append(index == last_assistant)
+        else:
+            flags.append(message.role == "assistant")
+    return flags
+
+
+def tool_prefix(
+    tools: Sequence[Any] | None, messages: list[dict[str, Any]], renderer: Any
+) -> list[dict[str, Any]]:
+    """`messages` with the row's OpenAI `tools` declared the renderer's own way: the cookbook's
+    `create_conversation_prefix_with_tools` (qwen3_instruct: a system message with a <tools> block) replaces a
+    leading system message, whose text it keeps as the system prompt."""
+    if not tools:
+        return messages
+    from tinker_cookbook.third_party.openai_compat import openai_tools_to_tinker
+
+    specs = openai_tools_to_tinker([tool for tool in tools if isinstance(tool, dict)])
+    if not specs:
+        return messages
+    system_prompt = ""
+    rest = messages
+    if messages and messages[0]["role"] == "system" and isinstance(messages[0]["content"], str):
+        system_prompt, rest = messages[0]["content"], messages[1:]
+    try:
+        prefix = [dict(m) for m in renderer.create_conversation_prefix_with_tools(specs, system_prompt)]
+    except NotImplementedError:
+        raise EngineError(f"the {type(renderer).__name__} renderer cannot declare tools") from None
+    if any("trainable" in m for m in rest):
+        for item in prefix:
+            item["trainable"] = False
+    return prefix + rest
 
 
 def to_datum(
@@ -160,22 +225,29 @@ def to_datum(
     max_length: int | None = None,
     reduction: Reduction = "mean",
     allow_untrained: bool = False,
+    tools: Sequence[Any] | None = None,
 ) -> tinker.Datum:
     """One conversation -> one `tinker.Datum` (cookbook `conversation_to_datum`).
 
+    `tools` are the row's OpenAI tool definitions (declared with `tool_prefix`). Messages with `weight` or
+    `trainable` switch the row to TrainOnWhat.CUSTOMIZED with per-message flags (`trained_flags`).
     A datum with no trained token is an error, unless `allow_untrained` (the readiness check reports it itself)."""
+    from tinker_cookbook.renderers import TrainOnWhat
     from tinker_cookbook.supervised.data import conversation_to_datum
 
     if not messages:
         raise EngineError("cannot render an empty conversation")
     what = train_on_what(train_on)
+    conversation = tool_prefix(tools, cookbook_messages(messages, what), renderer)
+    if has_training_flags(messages):
+        what = TrainOnWhat.CUSTOMIZED
     datum = conversation_to_datum(
-        cookbook_messages(messages), renderer, max_length=max_length, train_on_what=what, reduction=reduction
+        conversation, renderer, max_length=max_length, train_on_what=what, reduction=reduction
     )
     if not allow_untrained and not any(w > 0 for w in datum.loss_fn_inputs["weights"].tolist()):
         raise EngineError(
             f"the conversation has no tokens to train on with train_on={what.value!r} "
-            f"(no assistant message, or it was truncated away by max_length={max_length})"
+            f"(no assistant message, every one has weight 0, or it was truncated away by max_length={max_length})"
         )
     return datum
 
@@ -200,9 +272,12 @@ def to_datums(
     return out
 
 
-def prompt_tokens(messages: Sequence[Message], renderer: Any) -> list[int]:
+def prompt_tokens(
+    messages: Sequence[Message], renderer: Any, tools: Sequence[Any] | None = None
+) -> list[int]:
     """The generation prompt for the assistant's next turn (what a sampler is fed)."""
-    return list(renderer.build_generation_prompt(cookbook_messages(messages)).to_ints())
+    conversation = tool_prefix(tools, cookbook_messages(messages), renderer)
+    return list(renderer.build_generation_prompt(conversation).to_ints())
 
 
 def datum_tokens(datum: tinker.Datum) -> tuple[list[int], list[int], list[float]]:

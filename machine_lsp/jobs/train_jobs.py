@@ -68,7 +68,13 @@ def _datums(labelled: list[tuple[str, TrainingRow]], renderer: Any, cfg: TrainSe
     for where, row in labelled:
         try:
             out.append(
-                render.to_datum(row.messages, renderer, train_on=cfg.train_on, max_length=cfg.max_length)
+                render.to_datum(
+                    row.messages,
+                    renderer,
+                    train_on=cfg.train_on,
+                    max_length=cfg.max_length,
+                    tools=row.extra.get("tools"),
+                )
             )
         except EngineError as exc:
             raise JobError(f"{where}: {exc}") from None

@@ -23,6 +23,7 @@ class Turn(msgspec.Struct, omit_defaults=True):
     source: Source
     tags_blocked: str | None = None
     warnings: list[str] = msgspec.field(default_factory=list)  # e.g. an image dropped from the conversation
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)  # a chat row's other top-level keys (`tools`)
 
 
 class TranscriptError(Exception):

@@ -7,6 +7,11 @@ import msgspec
 from machine_lsp.core.schema import Message, Source, TextPart, text_of, training_row_from_obj
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line
 
+# Top-level keys of an eval row (not part of a training row) and of tool declarations (dropped with the tool calls
+# when a turn is tagged without its trace). Every other key (`meta`, ...) goes into the tag record and the export.
+EVAL_KEYS = frozenset({"expected", "match", "id"})
+TOOL_KEYS = frozenset({"tools", "parallel_tool_calls", "functions"})
+
 
 class ChatJsonlAdapter:
     name = "chat_jsonl"
@@ -62,7 +67,10 @@ class ChatJsonlAdapter:
         answer = messages[answer_index]
         if blocked is None and not text_of(answer).strip() and not answer.tool_calls:
             blocked = "the answer is empty"
-        return Turn(line_no, line_no, messages, answer_index, source, tags_blocked=blocked)
+        extra = {key: value for key, value in row.extra.items() if key not in EVAL_KEYS}
+        if not _has_tools(messages):
+            extra = {key: value for key, value in extra.items() if key not in TOOL_KEYS}
+        return Turn(line_no, line_no, messages, answer_index, source, tags_blocked=blocked, extra=extra)
 
 
 def _has_tools(messages: list[Message]) -> bool:

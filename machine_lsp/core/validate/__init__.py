@@ -40,6 +40,7 @@ from machine_lsp.core.validate.findings import (
     TextEdit,
     UnreadableFile,
 )
+from machine_lsp.core.validate.formats import diagnose_lines
 from machine_lsp.core.validate.inputs import BINARY_SNIFF_BYTES, check_binary, read_input
 from machine_lsp.core.validate.passes import (
     _BATCH,
@@ -69,6 +70,7 @@ __all__ = [
     "check_line",
     "check_lines",
     "dataset_findings",
+    "diagnose_lines",
     "prompt_keys",
     "read_input",
     "validate_bytes",

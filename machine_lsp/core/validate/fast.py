@@ -13,7 +13,7 @@ import msgspec
 
 from machine_lsp.core.validate.findings import _CLEAN, Kind, LineResult
 
-ROLES = ("system", "user", "assistant", "tool")
+ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
 MATCHES = ("exact", "contains", "regex")
@@ -42,11 +42,32 @@ class _ToolCall(msgspec.Struct, gc=False):
 
 
 class _Message(msgspec.Struct, gc=False):
-    role: Literal["system", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: _NonEmpty | Annotated[list[_Text | _Thinking], msgspec.Meta(min_length=1)]
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    weight: Literal[0, 1] | None = None
+    trainable: bool | None = None
+    function_call: None = None  # the legacy key: any value sends the row to the slow path's message
+
+
+class _ToolSpec(msgspec.Struct, gc=False):
+    name: _NonEmpty
+    description: str = ""
+    parameters: dict = {}
+
+
+class _Tool(msgspec.Struct, gc=False):
+    """An OpenAI tool definition, as the cookbook's `openai_tools_to_tinker` reads it."""
+
+    type: Literal["function"]
+    function: _ToolSpec
+
+
+# Row keys other trainers use that the fast path checks (the slow path has the messages): `tools` must be tool
+# definitions, and the legacy `functions` sends the row to the slow path.
+_Tools = list[_Tool] | None
 
 
 class _Row(msgspec.Struct, gc=False):
@@ -54,16 +75,21 @@ class _Row(msgspec.Struct, gc=False):
     expected: _NonEmpty | None = None
     match: Literal["exact", "contains", "regex"] = "exact"
     id: str | None = None
+    tools: _Tools = None
+    functions: None = None
 
 
 class _LooseMessage(msgspec.Struct, gc=False):
     """_Message without the non-empty rule: an assistant message that makes tool calls may have no text."""
 
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str | list[_Text | _Thinking]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[_Text | _Thinking] | None = None  # missing or null: only with tool calls (checked)
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    weight: Literal[0, 1] | None = None
+    trainable: bool | None = None
+    function_call: None = None
 
 
 class _LooseRow(msgspec.Struct, gc=False):
@@ -71,6 +97,8 @@ class _LooseRow(msgspec.Struct, gc=False):
     expected: _NonEmpty | None = None
     match: Literal["exact", "contains", "regex"] = "exact"
     id: str | None = None
+    tools: _Tools = None
+    functions: None = None
 
 
 class _PlainText(msgspec.Struct, tag="text", tag_field="type", gc=False):
@@ -86,7 +114,7 @@ class _PlainMessage(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     beyond its last role, so the file loop tries it first; anything else (tool calls, a part with empty text,
     unknown keys) takes the full fast path."""
 
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant"]
     content: _NonEmpty | Annotated[list[_PlainText | _PlainThinking], msgspec.Meta(min_length=1)]
     name: str | None = None
 
@@ -96,6 +124,8 @@ class _PlainRow(msgspec.Struct, gc=False):
     expected: _NonEmpty | None = None
     match: Literal["exact", "contains", "regex"] = "exact"
     id: str | None = None
+    tools: _Tools = None
+    functions: None = None
 
 
 _plain_row_decoder = msgspec.json.Decoder(_PlainRow)
@@ -127,6 +157,23 @@ def _json_ok(text: str) -> bool:
     return True
 
 
+def _arguments_ok(arguments: str) -> bool:
+    """JSON text, and not JSON text of a string that itself holds JSON (double-encoded arguments)."""
+    try:
+        value = _any_decoder.decode(arguments)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return type(value) is not str or not _double_encoded(value)
+
+
+def _double_encoded(value: str) -> bool:
+    """A string that is itself the JSON text of an object or list (arguments encoded twice)."""
+    text = value.strip()
+    if not text.startswith(("{", "[")):
+        return False
+    return _json_ok(text)
+
+
 def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
     seen: set[str] = set()
     any_call = False
@@ -135,7 +182,7 @@ def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
             if message.role != "assistant":
                 return False
             for call in message.tool_calls:
-                if not _json_ok(call.function.arguments):
+                if not _arguments_ok(call.function.arguments):
                     return False
                 seen.add(call.id)
             any_call = True
@@ -151,6 +198,8 @@ def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
 def _fast_parts_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
     for message in messages:
         content = message.content
+        if message.weight is not None and message.role != "assistant":
+            return False  # a warning: weight is read on assistant messages only
         if type(content) is list and not any(
             (part.text if type(part) is _Text else part.thinking) for part in content
         ):

@@ -34,6 +34,7 @@ from machine_lsp.core.validate.findings import (
     _blank,
     _shift_bom,
 )
+from machine_lsp.core.validate.formats import diagnose_lines
 from machine_lsp.core.validate.inputs import _decode_line, check_binary, read_input
 from machine_lsp.core.validate.rules import _slow_check
 
@@ -394,9 +395,33 @@ def validate_text(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Validate a whole JSONL text. `other` (or `other_prompts`) is the paired train/eval file, for leakage."""
+    diagnosed = _diagnosed(_split_lines(text) if _may_be_other_format(text) else [], file, len(text))
+    if diagnosed is not None:
+        return diagnosed
     other_prompts = _paired_prompts(other, other_prompts, kind)
     run = _text_pass(text, kind, file, progress, want_prompts=other_prompts is not None)
     return _finish(run, other_prompts, other_name)
+
+
+def _may_be_other_format(data: str | bytes) -> bool:
+    """Cheap pre-sniff for diagnose_lines: the first line opens an array or names another format's keys."""
+    head = data[:4096]
+    if type(head) is bytes:
+        head = head.decode("utf-8", "replace")
+    head = head.lstrip("\ufeff \t\r\n")
+    return head.startswith("[") or "conversations" in head or '"prompt"' in head
+
+
+def _diagnosed(lines: Sequence[str], file: str, byte_count: int) -> Report | None:
+    """A Report of one file-level finding when the file is in another chat format (see formats.py)."""
+    finding = diagnose_lines(lines) if lines else None
+    if finding is None:
+        return None
+    report = _finish(_Pass(file, byte_count, lines, False), None, "")
+    report.findings = [finding]
+    report.ok = False
+    report.stats["errors"], report.stats["warnings"] = 1, 0
+    return report
 
 
 def _fix_last_blank(finding: Finding, run: _Pass, count: int) -> Finding:
@@ -418,9 +443,19 @@ def validate_bytes(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Validate raw file bytes: BOM, invalid UTF-8 (each a finding, nothing dropped), CRLF; binary data raises."""
+    diagnosed = _diagnosed_bytes(data, file)
+    if diagnosed is not None:
+        return diagnosed
     other_prompts = _paired_prompts(other, other_prompts, kind)
     run = _bytes_pass(data, kind, file, progress, want_prompts=other_prompts is not None)
     return _finish(run, other_prompts, other_name)
+
+
+def _diagnosed_bytes(data: bytes, file: str) -> Report | None:
+    if not _may_be_other_format(data):
+        return None
+    check_binary(data, file)
+    return _diagnosed(_split_lines(data.decode("utf-8", "replace")), file, len(data))
 
 
 def validate_path(
@@ -433,6 +468,11 @@ def validate_path(
     """Validate a file, and its eval file (checked as kind "eval") with train/eval leakage flagged in both."""
     data = read_input(path)
     eval_data = read_input(eval_path) if eval_path is not None else None
+    diagnosed = _diagnosed_bytes(data, str(path))
+    if diagnosed is not None:
+        if eval_data is not None:
+            diagnosed.eval_report = validate_bytes(eval_data, "eval", file=str(eval_path))
+        return diagnosed
     run = _bytes_pass(data, kind, str(path), progress, want_prompts=eval_data is not None)
     if eval_data is None:
         return _finish(run, None, "")

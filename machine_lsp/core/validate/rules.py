@@ -8,7 +8,14 @@ from typing import Any, Literal
 
 import msgspec
 
-from machine_lsp.core.validate.fast import MATCHES, ROLES, _any_decoder, _json_ok, _regex_error
+from machine_lsp.core.validate.fast import (
+    MATCHES,
+    ROLES,
+    _any_decoder,
+    _double_encoded,
+    _json_ok,
+    _regex_error,
+)
 from machine_lsp.core.validate.findings import Finding, Fix, Kind, LineResult, Severity, TextEdit
 from machine_lsp.core.validate.spans import _item_span, _Span, _span_of, _spans, _value_span
 
@@ -23,6 +30,10 @@ ROLE_SYNONYMS = {
 
 
 MAX_JSON_RELOCATE_CHARS = 4_000_000
+
+
+# Content part types of multimodal chat formats (OpenAI chat, OpenAI responses, tinker-cookbook).
+IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
 
 
 class _LineChecker:
@@ -115,9 +126,50 @@ def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
     else:
         _no_messages(ck, obj, messages_span)
 
+    _check_row_tools(ck, obj, root)
     if is_eval:
         _check_eval_keys(ck, obj, root)
     return LineResult(ck.findings, hash(text), prompt_key, width, row_kind, n_messages)
+
+
+def _check_row_tools(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) -> None:
+    """Top-level `tools` (OpenAI tool definitions, declared to the renderer) and the legacy `functions`."""
+    whole = ck.whole()
+    if obj.get("functions") is not None:
+        ck.add(
+            "functions-legacy",
+            "`functions` is OpenAI's deprecated function-calling format, which tinker-cookbook renderers do not "
+            'read; declare them as `"tools": [{"type": "function", "function": {"name": ..., "description": ..., '
+            '"parameters": {...}}}]`',
+            *_span_of(_value_span(root, "functions"), whole),
+        )
+    tools = obj.get("tools")
+    if tools is None:
+        return
+    tspan = _value_span(root, "tools")
+    trange = _span_of(tspan, whole)
+    if not isinstance(tools, list):
+        ck.add(
+            "tools-invalid", f"`tools` must be a list of tool definitions, not {_describe(tools)}", *trange
+        )
+        return
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type") != "function"
+            or not isinstance(function, dict)
+            or not isinstance(function.get("name"), str)
+            or not function["name"]
+            or not isinstance(function.get("description", ""), str)
+            or not isinstance(function.get("parameters", {}), dict)
+        ):
+            ck.add(
+                "tools-invalid",
+                f'tool {index + 1} must look like {{"type": "function", "function": {{"name": "...", '
+                '"description": "...", "parameters": {<JSON schema>}}}',
+                *_span_of(_item_span(tspan, index), trange),
+            )
 
 
 def _not_an_object(ck: _LineChecker, obj: Any) -> None:
@@ -279,6 +331,16 @@ def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, i
                     f"`{key}` of message {index + 1} must be a string, not {_describe(value)}",
                     *_span_of(_value_span(mspan, key), mrange),
                 )
+        _check_training_flags(ck, message, mspan, mrange, index, intended)
+        if message.get("function_call") is not None:
+            ck.add(
+                "function-call-legacy",
+                f"message {index + 1} uses `function_call`, OpenAI's deprecated function-calling format, which "
+                'tinker-cookbook renderers do not read; use `"tool_calls": [{"id": "call_1", "type": "function", '
+                '"function": {"name": ..., "arguments": "<JSON text>"}}]` and answer it with a `tool` message '
+                "that has the same `tool_call_id`",
+                *_span_of(_value_span(mspan, "function_call"), mrange),
+            )
         if role == "tool":
             _check_tool_answer(ck, message, mspan, mrange, index, tool_ids, any_call)
         if role == "user":
@@ -289,6 +351,45 @@ def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, i
     if all(r is not None for r in roles):
         _check_ending(ck, roles, _span_of(_item_span(span, len(messages) - 1), whole), whole, is_eval)
     return prompt_key
+
+
+def _check_training_flags(
+    ck: _LineChecker,
+    message: dict[str, Any],
+    mspan: _Span | None,
+    mrange: tuple[int, int],
+    index: int,
+    role: str | None,
+) -> None:
+    """OpenAI's `weight` (0 or 1) and tinker-cookbook's `trainable` (a boolean) choose the trained messages."""
+    if "weight" in message:
+        weight = message["weight"]
+        wrange = _span_of(_value_span(mspan, "weight"), mrange)
+        if weight is not None and (isinstance(weight, bool) or weight not in (0, 1)):
+            shown = json.dumps(weight) if isinstance(weight, int | float | str) else _describe(weight)
+            fix = None
+            if isinstance(weight, bool):
+                fix = Fix(f"Change weight to {int(weight)}", [ck.edit(*wrange, str(int(weight)))])
+            ck.add(
+                "weight-invalid",
+                f"`weight` of message {index + 1} must be 0 (do not train on it) or 1 (train on it), not {shown}",
+                *wrange,
+                fix=fix,
+            )
+        elif weight is not None and role is not None and role != "assistant":
+            ck.add(
+                "weight-not-assistant",
+                f"`weight` is read only on assistant messages; message {index + 1} is `{role}`, so it is ignored",
+                *wrange,
+                severity="warning",
+            )
+    trainable = message.get("trainable")
+    if trainable is not None and not isinstance(trainable, bool):
+        ck.add(
+            "field-type",
+            f"`trainable` of message {index + 1} must be true or false, not {_describe(trainable)}",
+            *_span_of(_value_span(mspan, "trainable"), mrange),
+        )
 
 
 def _check_tool_answer(
@@ -355,6 +456,15 @@ def _check_role(
     if not isinstance(role, str):
         ck.add("role-unknown", f"`role` must be a string, not {_describe(role)}", *rrange)
         return None
+    if role.strip().lower() == "function":
+        ck.add(
+            "function-role-legacy",
+            f'message {index + 1} has role "function", OpenAI\'s deprecated function-result format, which '
+            'tinker-cookbook renderers do not read; use role "tool" with the `tool_call_id` of the assistant\'s '
+            "`tool_calls` entry it answers",
+            *rrange,
+        )
+        return None
     wanted = _suggested_role(role)
     fix = None
     hint = ""
@@ -363,7 +473,7 @@ def _check_role(
         hint = f'; did you mean "{wanted}"?'
     ck.add(
         "role-unknown",
-        f'unknown role "{role}" (expected system, user, assistant or tool){hint}',
+        f'unknown role "{role}" (expected system, developer, user, assistant or tool){hint}',
         *rrange,
         fix=fix,
     )
@@ -388,10 +498,12 @@ def _check_content(
     may_be_empty: bool,
 ) -> None:
     where = f"message {index + 1}"
+    content = message.get("content")
+    if content is None and may_be_empty:
+        return  # OpenAI's rows: an assistant message that only calls tools has no content, or null
     if "content" not in message:
         ck.add("content-missing", f"{where} has no `content`", *mrange)
         return
-    content = message["content"]
     cspan = _value_span(mspan, "content")
     crange = _span_of(cspan, mrange)
     if isinstance(content, str):
@@ -405,7 +517,16 @@ def _check_content(
             prange = _span_of(_item_span(cspan, part_index), crange)
             kind = part.get("type") if isinstance(part, dict) else None
             field = {"text": "text", "thinking": "thinking"}.get(kind) if isinstance(kind, str) else None
-            if field is None or not isinstance(part.get(field), str):
+            if kind in IMAGE_PARTS:
+                valid = False
+                ck.add(
+                    "image-unsupported",
+                    f'part {part_index + 1} of {where} is an image (`"type": "{kind}"`); machine-lsp trains '
+                    "text-only chat models, so images are not supported: remove the part or describe the image "
+                    'in a {"type": "text", "text": ...} part',
+                    *prange,
+                )
+            elif field is None or not isinstance(part.get(field), str):
                 valid = False
                 ck.add(
                     "content-part-invalid",
@@ -419,11 +540,16 @@ def _check_content(
             ck.add("content-empty", f"{where} has empty content", *crange)
         return
     fix = None
-    if content is None and may_be_empty:
+    if content is None:
         fix = Fix('Replace null with ""', [ck.edit(*crange, '""')])
     ck.add(
         "content-type",
-        f"`content` of {where} must be a string or a list of parts, not {_describe(content)}",
+        f"`content` of {where} must be a string or a list of parts, not {_describe(content)}"
+        + (
+            " (only an assistant message that makes tool calls may have null content)"
+            if content is None
+            else ""
+        ),
         *crange,
         fix=fix,
     )
@@ -462,13 +588,27 @@ def _check_tool_calls(
             )
             continue
         ids.append(call["id"])
-        if not _json_ok(function["arguments"]):
-            arange = _span_of(_value_span(_value_span(cspan, "function"), "arguments"), one)
+        arguments = function["arguments"]
+        arange = _span_of(_value_span(_value_span(cspan, "function"), "arguments"), one)
+        if not _json_ok(arguments):
             ck.add(
                 "tool-arguments-json",
                 f"`arguments` of tool call {call_index + 1} is not JSON text",
                 *arange,
                 severity="warning",
+            )
+            continue
+        inner = _any_decoder.decode(arguments)
+        if isinstance(inner, str) and _double_encoded(inner):
+            ck.add(
+                "tool-arguments-double-encoded",
+                f"`arguments` of tool call {call_index + 1} is JSON-encoded twice: it holds a JSON string whose "
+                "text is the JSON object; the model would learn to write the escaped string",
+                *arange,
+                severity="warning",
+                fix=Fix(
+                    "Decode the arguments once", [ck.edit(*arange, json.dumps(inner, ensure_ascii=False))]
+                ),
             )
     return ids
 

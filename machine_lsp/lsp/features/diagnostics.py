@@ -203,6 +203,13 @@ class DiagnosticsFeature(LanguageFeature):
                 state.dataset, state.dataset_findings = [], []
                 state.file_diagnostics = [_file_diagnostic(unchecked)]
                 break
+            # A whole file in another chat format: one finding, its fix served with line 1's (line_result).
+            diagnosis = validate.diagnose_lines(lines) if lines and _other_format(lines) else None
+            if diagnosis is not None:
+                state.index = None
+                state.dataset, state.dataset_findings = [], [diagnosis]
+                state.file_diagnostics = [_to_diagnostic(doc.position_codec, lines, diagnosis, None)]
+                break
             state.file_diagnostics = []
             index = state.index
             if index is None or FULL_EDIT in edits:
@@ -435,6 +442,13 @@ class DiagnosticsFeature(LanguageFeature):
         if extra:
             result = msgspec.structs.replace(result, findings=[*result.findings, *extra])
         return result
+
+
+def _other_format(lines: Sequence[str]) -> bool:
+    """Cheap pre-sniff for validate.diagnose_lines on the first non-blank line."""
+    first = next((line for line in itertools.islice(lines, 64) if line.strip()), "")
+    head = first[:4096].lstrip("\ufeff \t")
+    return head.startswith("[") or "conversations" in head or '"prompt"' in head
 
 
 def _check_cached(text: str, line_no: int, kind: str):
