@@ -69,11 +69,8 @@ class PreflightResult(msgspec.Struct):
 
 
 def resolve_base_url(explicit: str | None = None) -> str:
-    """`explicit`, else TINKER_BASE_URL, else machine.toml `[tinker] base_url` (cwd), else hosted Tinker."""
-    if not explicit and not os.environ.get(URL_ENV):
-        from machine_lsp.tinker_server.project import configured_base_url
-
-        explicit = configured_base_url(Path.cwd())
+    """`explicit`, else TINKER_BASE_URL, else hosted Tinker. (The jobs pass machine.toml's `[tinker] base_url` as
+    `explicit` when TINKER_BASE_URL is unset: the engine reads no project config.)"""
     return (explicit or os.environ.get(URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
 
 

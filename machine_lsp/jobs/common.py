@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from machine_lsp.jobs.runner import JobContext, JobError
@@ -37,6 +39,14 @@ def project_config(
     return cfg
 
 
+def tinker_base_url(cwd: Path) -> str | None:
+    """The Tinker server a job uses when TINKER_BASE_URL is unset: the one `machine tinker serve` recorded in
+    machine.toml `[tinker] base_url`; None lets the engine take TINKER_BASE_URL, else hosted Tinker."""
+    from machine_lsp.scaffold.config import configured_base_url
+
+    return None if os.environ.get("TINKER_BASE_URL") else configured_base_url(cwd)
+
+
 def make_engine(ctx: JobContext, engine: str, threads: int | None = None) -> Any:
     """The engine, ready to use: the local one with progress messages, Tinker after a bounded preflight."""
     from machine_lsp.engines.base import EngineError, get_engine
@@ -54,7 +64,9 @@ def make_engine(ctx: JobContext, engine: str, threads: int | None = None) -> Any
         if engine == "tinker":
             from machine_lsp.engines.tinker_engine import TinkerUnavailable
 
-            eng = get_engine("tinker", progress=lambda message: ctx.log(message))
+            eng = get_engine(
+                "tinker", base_url=tinker_base_url(ctx.cwd), progress=lambda message: ctx.log(message)
+            )
             ctx.log(
                 f"checking the Tinker service at {eng.base_url} (bounded to {eng.preflight_timeout:.0f} s)"
             )

@@ -187,3 +187,15 @@ def render_toml(config: MachineConfig) -> str:
                 lines.append(f"{field} = {_toml_value(value)}{suffix}")
         lines.append("")
     return "\n".join(lines)
+
+
+def configured_base_url(project_dir: Path) -> str | None:
+    """`[tinker] base_url` from the project's machine.toml, if any (a broken file reads as unset): where
+    `machine tinker serve` told the other verbs to find the server."""
+    path = project_dir / CONFIG_FILE
+    try:
+        section = tomllib.loads(path.read_text(encoding="utf-8")).get("tinker", {})
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    url = section.get("base_url") if isinstance(section, dict) else None
+    return url if isinstance(url, str) and url else None

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 
-CONFIG_FILE = "machine.toml"  # machine_lsp.scaffold.config.CONFIG_FILE; not imported so engines stay light
+from machine_lsp.scaffold.config import CONFIG_FILE, configured_base_url  # noqa: F401 (re-exported)
 
 _SECTION = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _BASE_URL = re.compile(r"^\s*base_url\s*=")
@@ -54,14 +53,3 @@ def set_base_url(project_dir: Path, url: str) -> Path:
         raise ConfigError(f"{path}: not updated, the result would not be valid ({exc})") from None
     tmp.replace(path)
     return path
-
-
-def configured_base_url(project_dir: Path) -> str | None:
-    """`[tinker] base_url` from the project's machine.toml, if any (a broken file reads as unset)."""
-    path = project_dir / CONFIG_FILE
-    try:
-        section = tomllib.loads(path.read_text(encoding="utf-8")).get("tinker", {})
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
-    url = section.get("base_url") if isinstance(section, dict) else None
-    return url if isinstance(url, str) and url else None

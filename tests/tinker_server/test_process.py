@@ -174,16 +174,18 @@ def test_a_broken_machine_toml_is_not_overwritten(tmp_path: Path) -> None:
     assert project.configured_base_url(tmp_path) is None
 
 
-def test_the_engine_finds_the_served_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_jobs_find_the_served_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from machine_lsp.engines import tinker_engine
+    from machine_lsp.jobs.common import tinker_base_url
 
-    monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TINKER_BASE_URL", raising=False)
-    assert tinker_engine.resolve_base_url() == tinker_engine.DEFAULT_BASE_URL
+    assert tinker_base_url(tmp_path) is None
+    assert tinker_engine.resolve_base_url(tinker_base_url(tmp_path)) == tinker_engine.DEFAULT_BASE_URL
     project.set_base_url(tmp_path, "http://127.0.0.1:8765/")
-    assert tinker_engine.resolve_base_url() == "http://127.0.0.1:8765"
+    assert tinker_engine.resolve_base_url(tinker_base_url(tmp_path)) == "http://127.0.0.1:8765"
     monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9999")
-    assert tinker_engine.resolve_base_url() == "http://127.0.0.1:9999"  # the environment wins
+    assert tinker_base_url(tmp_path) is None  # the environment wins
+    assert tinker_engine.resolve_base_url(tinker_base_url(tmp_path)) == "http://127.0.0.1:9999"
     assert tinker_engine.resolve_base_url("http://explicit:1") == "http://explicit:1"
 
 

@@ -395,7 +395,7 @@ def validate_text(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Validate a whole JSONL text. `other` (or `other_prompts`) is the paired train/eval file, for leakage."""
-    diagnosed = _diagnosed(_split_lines(text) if _may_be_other_format(text) else [], file, len(text))
+    diagnosed = _diagnosed(split_lines(text) if _may_be_other_format(text) else [], file, len(text))
     if diagnosed is not None:
         return diagnosed
     other_prompts = _paired_prompts(other, other_prompts, kind)
@@ -455,7 +455,7 @@ def _diagnosed_bytes(data: bytes, file: str) -> Report | None:
     if not _may_be_other_format(data):
         return None
     check_binary(data, file)
-    return _diagnosed(_split_lines(data.decode("utf-8", "replace")), file, len(data))
+    return _diagnosed(split_lines(data.decode("utf-8", "replace")), file, len(data))
 
 
 def validate_path(
