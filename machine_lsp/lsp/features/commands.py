@@ -102,11 +102,11 @@ class CommandsFeature(LanguageFeature):
         trace = bool(args.get("trace", False))
         ask = args.get("ask")
         if ask == "note" and not note:
-            raise CommandError(
-                message="this action needs a note: pass {'note': '...'} (the editor asks for it)"
-            )
+            raise CommandError(message="this action needs a note: pass {'note': '...'} to machine.tag")
         if ask == "rewrite" and not rewrite:
-            raise CommandError(message="this action needs the rewritten answer: pass {'rewrite': '...'}")
+            raise CommandError(
+                message="this action needs the rewritten answer: pass {'rewrite': '...'} to machine.tag"
+            )
         lines = self._lines(uri)
         try:
             if "range" in args:
@@ -242,14 +242,18 @@ class CommandsFeature(LanguageFeature):
         from machine_lsp.core.store import find_project_root
 
         cwd = find_project_root(self.server.project_start(args.get("uri")))
+        # A client with a short request timeout (eglot: 10 s) declares jobReplies "immediate": the reply carries
+        # the job id at once; an explicit `wait` argument still decides for one call.
+        wait = args.get("wait", self.server.settings.job_replies == "onEnd") is not False
         try:
             job = await self.server.jobs.run(
                 verb,
                 job_args,
                 title=title,
                 cwd=cwd,
-                token=WORK_DONE_TOKEN.get(),
-                wait=args.get("wait", True) is not False,
+                # The request's own token ends with its reply: a job outliving it reports on a server-created one.
+                token=WORK_DONE_TOKEN.get() if wait else None,
+                wait=wait,
             )
         except JobUnavailable as exc:
             raise CommandError(message=f"{title}: {exc}") from None
