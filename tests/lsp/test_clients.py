@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 PROMPTS = {"Tag as good with note…", "Tag as good with rewrite…"}
 SELECTION = {"Tag selection as good…", "Tag selection as bad…"}
+START = time.time()
 
 
 @pytest_lsp.fixture(
@@ -150,3 +152,54 @@ async def test_job_reply_when_the_client_declared_it(declared, big_file):
         reports[-1], types.WorkDoneProgressEnd
     )
     assert any(isinstance(r, types.WorkDoneProgressReport) for r in reports)
+
+
+async def test_validate_the_buffer_not_the_file(vscode, tmp_path):
+    """ "Validate Current File" sends the buffer: unsaved edits and untitled files are what gets validated."""
+    client = vscode
+    on_disk = client.root / "chat.jsonl"
+    on_disk.write_text(row("q", "a") + "\n")
+    unsaved = (
+        row("q", "a") + "\n" + '{"messages": [{"role": "User", "content": "hi"}]}\n' + row("x", "y") + "\n"
+    )
+    reply = await command(client, "machine.validate", {"uri": on_disk.as_uri(), "text": unsaved})
+    assert reply["status"] == "done"
+    assert reply["result"]["rows"] == 3 and reply["result"]["errors"] >= 1
+    assert reply["result"]["file"] == "chat.jsonl"  # named as the buffer, not the server's temporary copy
+    assert reply["message"].startswith("chat.jsonl: 3 rows")
+    untitled = await command(
+        client, "machine.validate", {"uri": "untitled:Untitled-1", "text": row("q", "a") + "\n"}
+    )
+    assert untitled["status"] == "done" and untitled["result"]["rows"] == 1 and untitled["result"]["ok"]
+    # The copies are gone once the jobs have ended.
+    assert not [
+        p for p in Path(tempfile.gettempdir()).glob("machine-buffer-*.jsonl") if p.stat().st_mtime > START
+    ]
+
+
+async def test_plan_and_sure_failures_are_refused_before_asking(vscode):
+    """The question states the run that will happen; a job sure to fail is refused with the reason, not asked."""
+    client = vscode
+    (client.root / "train.jsonl").write_text((row("q", "a") + "\n") * 3)
+    plan = await command(client, "machine.train.run", {"data": "train.jsonl", "plan": True})
+    assert plan["status"] == "plan" and plan["problem"] is None
+    assert (plan["engine"], plan["data"], plan["rows"], plan["steps"]) == ("local", "train.jsonl", 3, 1)
+    assert plan["model"] and plan["message"].startswith("train-run on local: 3 rows from train.jsonl, 1 step")
+    for verb, args, reason in [
+        ("machine.train.run", {}, "has no good rows yet"),  # an empty store
+        ("machine.train.run", {"data": "missing.jsonl"}, "missing.jsonl: no such file"),
+        ("machine.eval.baseline", {}, "no eval data"),
+        ("machine.eval.checkpoint", {"data": "train.jsonl"}, "needs a checkpoint"),
+    ]:
+        with pytest.raises(JsonRpcException, match=reason):
+            await command(client, verb, args)
+    (client.root / "empty.jsonl").write_text("\n")
+    with pytest.raises(JsonRpcException, match="empty.jsonl: no held-out rows"):
+        await command(client, "machine.eval.baseline", {"data": "empty.jsonl"})
+    assert client.questions == []  # nobody was asked about a run sure to fail
+    assert not list((client.root / ".machine").glob("runs/*"))  # and nothing ran
+    # A checkpoint address decides the engine, as in the job.
+    plan = await command(
+        client, "machine.eval.checkpoint", {"data": "train.jsonl", "checkpoint": "tinker://r/x", "plan": True}
+    )
+    assert plan["engine"] == "tinker" and plan["rows"] == 3 and plan["problem"] is None

@@ -207,9 +207,10 @@ export class Commands {
   }
 
   private async validate(): Promise<unknown> {
-    const ed = this.activeEditor();
-    if (ed.document.isDirty) await ed.document.save();
-    return this.withJobProgress(`Validating ${path.basename(ed.document.uri.fsPath)}`, SERVER_COMMANDS.validate, validateArgs(ed.document.uri.toString()));
+    // The editor's buffer as it is (unsaved edits, untitled files): the server validates this text, not the disk.
+    const doc = this.activeEditor().document;
+    const name = doc.isUntitled ? doc.uri.path : path.basename(doc.uri.fsPath);
+    return this.withJobProgress(`Validating ${name}`, SERVER_COMMANDS.validate, validateArgs(doc.uri.toString(), undefined, doc.getText()));
   }
 
   private async scaffold(): Promise<void> {

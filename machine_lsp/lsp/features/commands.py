@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from machine_lsp.lsp.replies import (
     DocumentTiming,
     InfoReply,
     JobDeclined,
+    JobPlan,
     JobsListReply,
     JobSummary,
     RunEntry,
@@ -51,7 +53,7 @@ JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "machine.eval.checkpoint": ("eval-checkpoint", "Checkpoint evaluation", True),
     "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),
 }
-CONTROL_KEYS = {"yes", "wait"}
+CONTROL_KEYS = {"yes", "wait", "plan"}
 
 
 class CommandError(JsonRpcException):
@@ -215,23 +217,51 @@ class CommandsFeature(LanguageFeature):
 
     # -- jobs -------------------------------------------------------------------------------------------------
     async def validate(self, args: dict[str, Any]) -> JobSummary:
-        path = _path_arg(args, "uri", "path", required=True)
+        """Validate a file, or an editor's buffer: with `text` (unsaved edits, untitled files) the job reads a
+        temporary copy the server writes, and reports under the buffer's name; the copy goes when the job ends."""
+        text = _optional_str(args, "text")
+        if text is None:
+            path = _path_arg(args, "uri", "path", required=True)
+            if not os.path.isfile(path):
+                raise CommandError(message=f"{path}: no such file")
+            label = Path(path).name
+        else:
+            uri = args.get("uri") if isinstance(args.get("uri"), str) else None
+            name = _path_arg(args, "uri", "path") or uri or "buffer"
+            label = Path(name).name or name
+            path = _buffer_copy(text)
         job_args: dict[str, Any] = {"path": path}
+        if text is not None:
+            job_args["label"] = label
         if (eval_path := _path_arg(args, "eval_uri", "eval_path")) is not None:
             job_args["eval_path"] = eval_path
         if "kind" in args:
             job_args["kind"] = args["kind"]
-        if not os.path.isfile(path):
-            raise CommandError(message=f"{path}: no such file")
-        return await self._run_job("validate", f"Validate {Path(path).name}", job_args, args)
+        try:
+            summary = await self._run_job("validate", f"Validate {label}", job_args, args)
+        except BaseException:
+            if text is not None:
+                Path(path).unlink(missing_ok=True)
+            raise
+        job = self.server.jobs.jobs.get(summary.job_id)
+        if text is not None and (job is None or job.ended is not None):
+            Path(path).unlink(missing_ok=True)
+        elif text is not None:  # a job still running (jobReplies "immediate" / wait: false)
+            self.server.spawn(_remove_when_done(job, Path(path)), f"remove buffer copy {summary.job_id}")
+        return summary
 
     def _job_command(self, verb: str, title: str, ask: bool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
-        async def run(args: dict[str, Any]) -> JobSummary | JobDeclined:
+        async def run(args: dict[str, Any]) -> JobSummary | JobDeclined | JobPlan:
             job_args = {k: v for k, v in args.items() if k not in CONTROL_KEYS}
-            if (ask or job_args.get("engine") == "tinker") and not await self._confirm(
-                verb, title, job_args, args
-            ):
-                return JobDeclined(status="declined", message=f"{title} not started")
+            if args.get("plan") is True:
+                return await self._plan(verb, job_args, args)
+            if (ask or job_args.get("engine") == "tinker") and args.get("yes") is not True:
+                # Ask about the run that will happen; one sure to fail is refused with the reason instead.
+                plan = await self._plan(verb, job_args, args)
+                if plan.problem is not None:
+                    raise CommandError(message=f"{title} not started: {plan.problem}")
+                if not await self._confirm(title, plan):
+                    return JobDeclined(status="declined", message=f"{title} not started")
             return await self._run_job(verb, title, job_args, args)
 
         return run
@@ -262,22 +292,21 @@ class CommandsFeature(LanguageFeature):
             raise JsonRpcInternalError(message=job.message, data=to_wire(summary))
         return summary
 
-    async def _confirm(self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]) -> bool:
+    async def _plan(self, verb: str, job_args: dict[str, Any], args: dict[str, Any]) -> JobPlan:
+        """The run `verb` would start (`plan: true`), resolved as the job resolves it; nothing runs."""
         from machine_lsp.core.store import find_project_root
-        from machine_lsp.scaffold.estimate import estimate_job
+        from machine_lsp.lsp.plan import describe, plan_job
 
-        if args.get("yes") is True:
-            return True
-        details = ", ".join(f"{k}={v}" for k, v in job_args.items() if k != "uri") or "default settings"
         project = find_project_root(self.server.project_start(args.get("uri")))
-        # Reads the data file or the store: short work, but off the event loop all the same.
-        estimate = await asyncio.get_running_loop().run_in_executor(
-            None, estimate_job, verb, project, job_args
-        )
-        message = f"machine: run {title} ({details})?" + (f" {estimate.describe()}." if estimate else "")
+        # Reads machine.toml, the data file or the store: short work, but off the event loop all the same.
+        plan = await asyncio.get_running_loop().run_in_executor(None, plan_job, verb, project, job_args)
+        plan.message = describe(plan) if plan.problem is None else f"{verb} cannot run: {plan.problem}"
+        return plan
+
+    async def _confirm(self, title: str, plan: JobPlan) -> bool:
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
-            message=message,
+            message=f"machine: run {title}? {plan.message}.",
             actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
         )
         try:
@@ -428,6 +457,19 @@ def _optional_str(args: dict[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise CommandError(message=f"{key!r} must be a string")
     return value
+
+
+def _buffer_copy(text: str) -> str:
+    """A private temporary file holding an editor buffer's text, for the validate job to read."""
+    fd, name = tempfile.mkstemp(prefix="machine-buffer-", suffix=".jsonl")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    return name
+
+
+async def _remove_when_done(job: Any, path: Path) -> None:
+    await job.done.wait()
+    path.unlink(missing_ok=True)
 
 
 def _path_arg(args: dict[str, Any], uri_key: str, path_key: str, *, required: bool = False) -> str | None:

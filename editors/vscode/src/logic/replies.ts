@@ -4,7 +4,7 @@
  * nothing. Pure: no `vscode` import.
  */
 import * as path from "node:path";
-import type { DataReply, JobDeclined, JobSummary, JobsListReply, MachineCommandReplies, TaggedReply, WroteReply } from "../generated/replies";
+import type { DataReply, JobDeclined, JobPlan, JobSummary, JobsListReply, MachineCommandReplies, TaggedReply, WroteReply } from "../generated/replies";
 
 export type { MachineCommandReplies } from "../generated/replies";
 export type ReplyOf<C extends keyof MachineCommandReplies> = MachineCommandReplies[C];
@@ -46,9 +46,9 @@ export function taggedItems(reply: TaggedReply, basename: (uri: string) => strin
   });
 }
 
-/** A job command's reply: the job, or the user's "no" to a paid or long run. */
-export function isJob(reply: JobSummary | JobDeclined): reply is JobSummary {
-  return reply.status !== "declined";
+/** A job command's reply: the job, the user's "no" to a paid or long run, or (with `plan: true`) the plan. */
+export function isJob(reply: JobSummary | JobDeclined | JobPlan): reply is JobSummary {
+  return reply.status !== "declined" && reply.status !== "plan";
 }
 
 /** Jobs of `machine.jobs.list` that can still be cancelled. */
