@@ -203,3 +203,22 @@ async def test_plan_and_sure_failures_are_refused_before_asking(vscode):
         client, "machine.eval.checkpoint", {"data": "train.jsonl", "checkpoint": "tinker://r/x", "plan": True}
     )
     assert plan["engine"] == "tinker" and plan["rows"] == 3 and plan["problem"] is None
+
+
+async def test_user_errors_are_one_line_messages_never_tracebacks(vscode, capfd):
+    client = vscode
+    uri = open_doc(client, client.root / "chat.jsonl", row("q", "a") + "\n" + '{"messages": []}\n')
+    cases = [
+        ({"uri": uri, "line": 0}, "line must be a 1-based line number"),  # a bad line
+        ({"uri": (client.root / "gone.jsonl").as_uri(), "line": 1}, "no such file"),  # a wrong file
+        ({"uri": uri, "line": 2}, "no assistant turn"),  # no turn on that row
+    ]
+    for args, reason in cases:
+        with pytest.raises(JsonRpcException, match=reason) as caught:
+            await command(client, "machine.tag", args)
+        assert caught.value.data == {"shown": True}  # the client need not show it again
+    shown = [m for m in client.messages if m.type == types.MessageType.Error]
+    assert len(shown) == len(cases)
+    assert all(m.message.startswith("machine: ") and "\n" not in m.message for m in shown)
+    await asyncio.sleep(0.5)  # the server's stderr reaches this process through pytest-lsp's forwarder
+    assert "Traceback" not in capfd.readouterr().err

@@ -8,6 +8,7 @@ and pure); training, evaluation and validation run as jobs (see jobs.py). Paid o
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 import tempfile
@@ -45,6 +46,8 @@ from machine_lsp.lsp.replies import (
     to_wire,
 )
 
+logger = logging.getLogger(__name__)
+
 #: command id -> (job verb, progress title, ask before running)
 JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "machine.train.smoke": ("train-smoke", "Training smoke test", False),
@@ -56,10 +59,27 @@ JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
 CONTROL_KEYS = {"yes", "wait", "plan"}
 
 
+#: In an error reply's `data`: the server has shown this message to the user (window/showMessage) already.
+SHOWN = {"shown": True}
+
+
 class CommandError(JsonRpcException):
-    """A command that cannot run with these arguments or in this state (reply code: InvalidParams)."""
+    """A command that cannot run with these arguments or in this state (reply code: InvalidParams): a user error.
+    Shown as one line (window/showMessage), answered with `data: {"shown": true}`, never logged with a traceback."""
 
     CODE = JsonRpcInvalidParams.CODE
+
+
+class Reported(JsonRpcInternalError):
+    """An error the server has shown and logged once already (a failed job, an unexpected exception)."""
+
+
+class _QuietReportedErrors(logging.Filter):
+    """pygls logs every error reply with its traceback; these were reported once by the command itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, CommandError | Reported)
 
 
 def _arguments(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -87,7 +107,39 @@ class CommandsFeature(LanguageFeature):
         for command_id, (verb, title, ask) in JOB_COMMANDS.items():
             table[command_id] = self._job_command(verb, title, ask)
         for command_id, method in table.items():
-            self.server.command(command_id)(_entry(method))
+            self.server.command(command_id)(self._entry(command_id, method))
+        json_rpc_logger = logging.getLogger("pygls.protocol.json_rpc")
+        if not any(isinstance(f, _QuietReportedErrors) for f in json_rpc_logger.filters):
+            json_rpc_logger.addFilter(_QuietReportedErrors())
+
+    def _entry(
+        self, command_id: str, method: Callable[[dict[str, Any]], Awaitable[Any]]
+    ) -> Callable[..., Awaitable[Any]]:
+        """The command handler: a user error is one line in the editor (window/showMessage) and in the reply; an
+        unexpected exception is logged once (its traceback only at debug level) and shown as one line too."""
+        server = self.server
+
+        def show(message: str) -> None:
+            server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+
+        async def handler(*arguments: Any) -> Any:
+            try:
+                return to_wire(await method(_arguments(arguments)))
+            except CommandError as exc:
+                exc.message = " ".join(str(exc.message).split())  # one line, whatever the cause's text held
+                exc.data = SHOWN
+                show(f"machine: {exc.message}")
+                raise
+            except JsonRpcException:
+                raise
+            except Exception as exc:
+                message = f"{command_id} failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                logger.error("%s", message)
+                logger.debug("%s", command_id, exc_info=True)
+                show(f"machine: {message}")
+                raise Reported(message=message, data=SHOWN) from None
+
+        return handler
 
     # -- tagging ----------------------------------------------------------------------------------------------
     async def tag(self, args: dict[str, Any]) -> TagReply:
@@ -288,8 +340,8 @@ class CommandsFeature(LanguageFeature):
         except JobUnavailable as exc:
             raise CommandError(message=f"{title}: {exc}") from None
         summary = job.summary()
-        if job.status == "failed":
-            raise JsonRpcInternalError(message=job.message, data=to_wire(summary))
+        if job.status == "failed":  # the job's end showed the message already (window/showMessage)
+            raise Reported(message=job.message, data={**to_wire(summary), **SHOWN})
         return summary
 
     async def _plan(self, verb: str, job_args: dict[str, Any], args: dict[str, Any]) -> JobPlan:
@@ -436,13 +488,6 @@ class _Position(msgspec.Struct):
 class _Range(msgspec.Struct):
     start: _Position
     end: _Position
-
-
-def _entry(method: Callable[[dict[str, Any]], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def handler(*arguments: Any) -> Any:
-        return to_wire(await method(_arguments(arguments)))
-
-    return handler
 
 
 def _require_str(args: dict[str, Any], key: str) -> str:

@@ -55,3 +55,14 @@ export function isJob(reply: JobSummary | JobDeclined | JobPlan): reply is JobSu
 export function cancellableJobs(reply: JobsListReply): { id: string; label: string }[] {
   return reply.jobs.filter((j) => j.status === "running" || j.status === "starting").map((j) => ({ id: j.job_id, label: j.verb }));
 }
+
+/**
+ * The message of an error reply the server has shown the user already (window/showMessage; `data.shown`): a user
+ * error such as a bad line or a wrong file. The extension logs it as one line and shows nothing more.
+ */
+export function serverShownError(err: unknown): string | undefined {
+  if (typeof err !== "object" || err === null) return undefined;
+  const { data, message } = err as { data?: unknown; message?: unknown };
+  if (typeof data !== "object" || data === null || (data as { shown?: unknown }).shown !== true) return undefined;
+  return typeof message === "string" ? message : "";
+}
