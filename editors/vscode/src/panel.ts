@@ -116,7 +116,7 @@ export class RunPanel implements vscode.Disposable {
 <section id="compare-section" hidden>
   <h2 id="compare-title">Comparison</h2>
   <dl id="compare-summary"></dl>
-  <div class="table-scroll"><table id="compare-table"><colgroup><col class="narrow"><col class="narrow"><col><col><col><col><col class="narrow"><col class="narrow"></colgroup><thead></thead><tbody></tbody></table></div>
+  <div class="table-scroll"><table id="compare-table"><colgroup><col class="change"><col class="id"><col><col><col><col><col class="check"><col class="check"></colgroup><thead></thead><tbody></tbody></table></div>
 </section>
 <script nonce="${nonce}" src="${script.toString()}"></script>
 </body>
