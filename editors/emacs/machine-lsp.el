@@ -37,8 +37,9 @@
     (plist-put caps :window '(:workDoneProgress t))))
 
 (cl-defmethod eglot-initialization-options ((_server machine-lsp-server))
-  "This client prompts for the text of note, rewrite and selection tags."
-  '(:machine (:clientPrompts t)))
+  "This client prompts for the text of note, rewrite and selection tags, and wants job commands answered at
+once with the job id (eglot waits 10 s for a reply; the job's progress and end come through `$/progress')."
+  '(:machine (:clientPrompts t :jobReplies "immediate")))
 
 (cl-defmethod eglot-handle-request
   ((_server machine-lsp-server) (_method (eql window/workDoneProgress/create)) &key _token)

@@ -14,6 +14,9 @@ class ValidateArgs(msgspec.Struct, forbid_unknown_fields=True):
     path: str
     eval_path: str | None = None
     kind: Literal["train", "eval", "auto"] = "auto"
+    label: str | None = (
+        None  # the name to report (an editor buffer's, when `path` is the server's copy of it)
+    )
 
 
 def _count_lines(path: Path) -> int:
@@ -34,7 +37,7 @@ def validate(ctx: JobContext, args: ValidateArgs) -> tuple[dict[str, Any], str]:
     if not path.is_file():
         raise JobError(f"{args.path}: no such file" if not path.exists() else f"{args.path}: not a file")
     total = _count_lines(path)
-    ctx.progress(0, total, f"validating {path.name}", force=True)
+    ctx.progress(0, total, f"validating {args.label or path.name}", force=True)
 
     def on_progress(done: int, total_rows: int) -> None:
         ctx.progress(done, total_rows, f"validated {done}/{total_rows} lines")
@@ -72,4 +75,6 @@ def validate(ctx: JobContext, args: ValidateArgs) -> tuple[dict[str, Any], str]:
         errors += e_errors
         warnings += len(er.findings) - e_errors
     verdict = "ok" if report.all_ok else f"{errors} errors, {warnings} warnings"
-    return result, f"{path.name}: {report.rows} rows, {verdict}"
+    if args.label:
+        result["file"] = args.label
+    return result, f"{args.label or path.name}: {report.rows} rows, {verdict}"

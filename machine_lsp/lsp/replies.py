@@ -82,6 +82,23 @@ class JobSummary(msgspec.Struct):
     last_event: dict[str, Any] | None  # the last machine/jobEvent payload
 
 
+class JobPlan(msgspec.Struct, kw_only=True):
+    """`plan: true` on a job command: the run it would start, resolved as the job resolves it; nothing runs.
+    `problem` says why the job is sure to fail (then it is refused without asking)."""
+
+    status: Literal["plan"] = "plan"
+    verb: str
+    engine: str
+    model: str
+    checkpoint: str | None = None
+    data: str | None = None  # a file name, "the store's good rows" or "the bleed probe"
+    rows: int | None = None
+    steps: int | None = None
+    tokens: int | None = None  # an estimate from characters
+    problem: str | None = None
+    message: str = ""
+
+
 class JobDeclined(msgspec.Struct):
     """A paid or long job the user declined when asked: nothing ran."""
 
@@ -230,11 +247,11 @@ COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
     "machine.jobs.list": (JobsListReply,),
     "machine.jobs.cancel": (CancelReply,),
     "machine.server.info": (InfoReply,),
-    "machine.train.smoke": (JobSummary, JobDeclined),
-    "machine.train.run": (JobSummary, JobDeclined),
-    "machine.eval.baseline": (JobSummary, JobDeclined),
-    "machine.eval.checkpoint": (JobSummary, JobDeclined),
-    "machine.eval.probe": (JobSummary, JobDeclined),
+    "machine.train.smoke": (JobSummary, JobDeclined, JobPlan),
+    "machine.train.run": (JobSummary, JobDeclined, JobPlan),
+    "machine.eval.baseline": (JobSummary, JobDeclined, JobPlan),
+    "machine.eval.checkpoint": (JobSummary, JobDeclined, JobPlan),
+    "machine.eval.probe": (JobSummary, JobDeclined, JobPlan),
 }
 
 

@@ -2,6 +2,10 @@
 
 Accepted from `initializationOptions` and `workspace/didChangeConfiguration`, either at the top level or under a
 `"machine"` key: `{"machine": {"trainGlobs": [...], "evalGlobs": [...], "debounceMs": 60, "maxFileMB": 32}}`.
+Two keys describe the client rather than the project: `clientPrompts` (true: the client asks the user for a
+code action's `ask` — a note, a rewrite, a prompt — before it runs `machine.tag`; only such clients are offered
+those actions) and `jobReplies` (`"onEnd"`: a job command's reply comes when the job ends; `"immediate"`: it comes
+at once with the job id, for clients with a short request timeout such as eglot's 10 s).
 Each value is converted with msgspec into the typed `Settings` struct; a value that does not convert (or a glob
 that could cost too much to match) is reported back in `problems` (the server shows them with
 `window/showMessage`) and the previous value is kept: nothing is dropped silently.
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from wcmatch import glob as wcglob
@@ -29,6 +33,9 @@ _REPEATED_GLOBSTAR = re.compile(r"(?:\*\*/)+")
 Globs = Annotated[list[str] | str, msgspec.Meta(description="file globs, posix paths")]
 
 
+JobReplies = Literal["immediate", "onEnd"]
+
+
 class _Input(msgspec.Struct, rename="camel", forbid_unknown_fields=False, omit_defaults=True):
     """The settings as the client sends them; every field optional (absent: keep the current value)."""
 
@@ -36,6 +43,8 @@ class _Input(msgspec.Struct, rename="camel", forbid_unknown_fields=False, omit_d
     eval_globs: Globs | None = None
     debounce_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] | None = None
     max_file_mb: Annotated[float, msgspec.Meta(ge=0)] | None = msgspec.field(default=None, name="maxFileMB")
+    client_prompts: bool | None = None
+    job_replies: JobReplies | None = None
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -43,6 +52,8 @@ class Settings(msgspec.Struct, frozen=True):
     eval_globs: tuple[str, ...] = DEFAULT_EVAL_GLOBS
     debounce_ms: int = 60
     max_file_mb: float = 32.0
+    client_prompts: bool = False
+    job_replies: JobReplies = "onEnd"
 
     def parse(self, options: Any) -> tuple[Settings, list[str]]:
         """A copy with `options` applied, and a message for each value that was refused (and not applied)."""

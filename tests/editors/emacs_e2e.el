@@ -1,6 +1,6 @@
 ;;; emacs_e2e.el --- drive machine-lsp from a real, headless Emacs + eglot  -*- lexical-binding: t; -*-
-;; Environment: MACHINE_LSP_CMD (JSON list), MACHINE_TEST_DIR (a git project with train.jsonl), MACHINE_SMALL_FILE
-;; (a JSONL file for the validate job), MACHINE_SETUP (editors/emacs/machine-lsp.el, the documented setup),
+;; Environment: MACHINE_LSP_CMD (JSON list), MACHINE_TEST_DIR (a git project with train.jsonl), MACHINE_BIG_FILE
+;; (a big JSONL file for the validate job), MACHINE_SETUP (editors/emacs/machine-lsp.el, the documented setup),
 ;; MACHINE_RESULT (where the JSON results go). Always exits.
 (require 'json)
 (require 'subr-x)
@@ -78,11 +78,23 @@
     (e2e-wait "diagnostics after the fix" 30
               (lambda () (flymake-start) (not (cl-find 2 (e2e-diagnostics) :key (lambda (d) (aref d 0))))))
     (e2e-put :diagnostics_after_fix (vconcat (e2e-diagnostics)))
-    ;; A validate job: progress arrives through $/progress on a server-created token.
-    (let ((reply (eglot-execute-command server 'machine.validate
-                                        (vector (list :path (getenv "MACHINE_SMALL_FILE"))))))
-      (e2e-put :validate_status (plist-get reply :status)))
+    ;; A validate job on a big file: the setup declares jobReplies "immediate", so the reply (job id) comes at
+    ;; once, well inside eglot's 10 s request timeout, and progress arrives through $/progress on a
+    ;; server-created token until the job ends.
+    (let* ((started (float-time))
+           (reply (eglot-execute-command server 'machine.validate
+                                         (vector (list :path (getenv "MACHINE_BIG_FILE"))))))
+      (e2e-put :validate_reply_seconds (- (float-time) started))
+      (e2e-put :validate_status (plist-get reply :status))
+      (e2e-put :validate_job_id (plist-get reply :job_id))
+      (e2e-wait "the job's progress end" 180
+                (lambda () (cl-find "end" e2e-progress
+                                    :key (lambda (p) (plist-get (cadr p) :kind)) :test #'equal))))
     (e2e-put :progress_kinds (vconcat (delete-dups (mapcar (lambda (p) (plist-get (cadr p) :kind)) (reverse e2e-progress)))))
+    (e2e-put :progress_end_message (plist-get (cadr (cl-find "end" e2e-progress
+                                                              :key (lambda (p) (plist-get (cadr p) :kind))
+                                                              :test #'equal))
+                                              :message))
     (eglot-shutdown server)))
 
 (let ((ok t) err)

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("emacs_e2e.el")
 SETUP = ROOT / "editors" / "emacs" / "machine-lsp.el"
 SERVER = [sys.executable, "-m", "machine_lsp.lsp"]
+BIG_ROWS = 400_000  # as the Neovim test's big_file
 
 
 def test_emacs_eglot_end_to_end(tmp_path: Path) -> None:
@@ -40,15 +41,25 @@ def test_emacs_eglot_end_to_end(tmp_path: Path) -> None:
         "{not json",
     ]
     (project / "train.jsonl").write_text("\n".join(lines) + "\n")
-    small = tmp_path / "small.jsonl"
-    small.write_text((json.dumps(good) + "\n") * 2000)
+    # Big enough that validating takes longer than eglot's 10 s request wait would allow for a reply at the end.
+    big = tmp_path / "big.jsonl"
+    template = json.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": "What is 12 + N?"},
+                {"role": "assistant", "content": "answer: N"},
+            ]
+        }
+    )
+    with big.open("w") as fh:
+        fh.writelines(template.replace("N", str(i)) + "\n" for i in range(BIG_ROWS))
     result_path = tmp_path / "result.json"
     home = tmp_path / "home"
     env = dict(
         os.environ,
         MACHINE_LSP_CMD=json.dumps(SERVER),
         MACHINE_TEST_DIR=str(project),
-        MACHINE_SMALL_FILE=str(small),
+        MACHINE_BIG_FILE=str(big),
         MACHINE_SETUP=str(SETUP),
         MACHINE_RESULT=str(result_path),
         HOME=str(home),
@@ -59,7 +70,7 @@ def test_emacs_eglot_end_to_end(tmp_path: Path) -> None:
         cwd=project,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=400,
     )
     assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-3000:]}"
     result = json.loads(result_path.read_text())
@@ -76,5 +87,8 @@ def test_emacs_eglot_end_to_end(tmp_path: Path) -> None:
     assert stored[1]["note"] == "too terse" and stored[1]["source"]["line"] == 3
     assert '"role": "user"' in result["row2_after_fix"]
     assert [d[0] for d in result["diagnostics_after_fix"]] == [4]
-    assert result["validate_status"] == "done"
-    assert result["progress_kinds"][0] == "begin" and "end" in result["progress_kinds"]
+    # jobReplies "immediate": the reply is the job id, before the job is done (eglot would time out otherwise).
+    assert result["validate_status"] in ("starting", "running") and result["validate_job_id"]
+    assert result["validate_reply_seconds"] < 10
+    assert result["progress_kinds"] == ["begin", "report", "end"]
+    assert not any(w in result["progress_end_message"] for w in ("failed", "cancelled", "crashed")), result

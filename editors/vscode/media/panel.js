@@ -6,7 +6,7 @@
   const legend = document.getElementById("legend");
   const summary = document.getElementById("job-summary");
   const evals = document.getElementById("evals");
-  let state = vscode.getState() || { jobs: [], comparison: null };
+  let state = vscode.getState() || { jobs: [], summary: "", comparison: null };
 
   const PALETTE = ["--vscode-charts-blue", "--vscode-charts-orange", "--vscode-charts-green", "--vscode-charts-purple", "--vscode-charts-red", "--vscode-charts-yellow"];
   function cssVar(name, fallback) {
@@ -129,9 +129,9 @@
   }
 
   function render() {
-    const running = state.jobs.filter((j) => j.status === "running");
-    summary.textContent = state.jobs.length
-      ? `${state.jobs.length} job(s), ${running.length} running. ` + (state.jobs[state.jobs.length - 1].message || "")
+    // The extension sends the status bar's own summary (same job, same status): never recomputed here.
+    summary.textContent = state.jobs.length && state.summary
+      ? state.summary
       : "No job has reported yet. Start one with “Machine: Smoke Run” or “Machine: Train”.";
     drawLoss();
     renderEvals();
@@ -141,7 +141,7 @@
   window.addEventListener("message", (e) => {
     const msg = e.data;
     if (msg && msg.type === "state") {
-      state = { jobs: msg.jobs || [], comparison: msg.comparison || null };
+      state = { jobs: msg.jobs || [], summary: msg.summary || "", comparison: msg.comparison || null };
       vscode.setState(state);
       render();
     }

@@ -22,7 +22,7 @@ import {
   type Verdict,
 } from "./logic/args";
 import { compareView } from "./logic/compare";
-import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, taggedItems, type ReplyOf } from "./logic/replies";
+import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownError, taggedItems, type ReplyOf } from "./logic/replies";
 import type { JobsView } from "./jobsView";
 import type { RunPanel } from "./panel";
 import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
@@ -51,6 +51,11 @@ export class Commands {
           return await fn(...args);
         } catch (err) {
           if (err instanceof UserCancelled) return undefined;
+          const shown = serverShownError(err);
+          if (shown !== undefined) {
+            this.server.output.info(`${id}: ${shown}`); // the server showed it (window/showMessage)
+            return undefined;
+          }
           const msg = err instanceof Error ? err.message : String(err);
           this.server.output.error(`${id}: ${msg}`);
           void vscode.window.showErrorMessage(`Machine: ${msg}`);
@@ -207,9 +212,10 @@ export class Commands {
   }
 
   private async validate(): Promise<unknown> {
-    const ed = this.activeEditor();
-    if (ed.document.isDirty) await ed.document.save();
-    return this.withJobProgress(`Validating ${path.basename(ed.document.uri.fsPath)}`, SERVER_COMMANDS.validate, validateArgs(ed.document.uri.toString()));
+    // The editor's buffer as it is (unsaved edits, untitled files): the server validates this text, not the disk.
+    const doc = this.activeEditor().document;
+    const name = doc.isUntitled ? doc.uri.path : path.basename(doc.uri.fsPath);
+    return this.withJobProgress(`Validating ${name}`, SERVER_COMMANDS.validate, validateArgs(doc.uri.toString(), undefined, doc.getText()));
   }
 
   private async scaffold(): Promise<void> {

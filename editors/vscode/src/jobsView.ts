@@ -1,6 +1,6 @@
 /** Tracks jobs from machine/jobEvent: the status-bar item, the outcome notification, listeners (the panel). */
 import * as vscode from "vscode";
-import { applyEvent, currentJob, isJobEvent, outcomeText, statusText, statusTooltip, type JobEvent, type JobState } from "./logic/jobs";
+import { applyEvent, currentJob, isJobEvent, outcomeText, shownJob, statusText, statusTooltip, type JobEvent, type JobState } from "./logic/jobs";
 
 export const JOB_EVENT_NOTIFICATION = "machine/jobEvent";
 
@@ -67,7 +67,7 @@ export class JobsView implements vscode.Disposable {
       this.item.show();
       return;
     }
-    const last = [...this.jobs.values()].sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))[0];
+    const last = shownJob(this.jobs);
     if (!last) {
       this.item.hide();
       return;

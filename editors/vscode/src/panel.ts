@@ -2,7 +2,7 @@
 import * as crypto from "node:crypto";
 import * as vscode from "vscode";
 import type { CompareView } from "./logic/compare";
-import type { JobState } from "./logic/jobs";
+import { panelSummary, type JobState } from "./logic/jobs";
 
 interface PanelJob {
   id: string;
@@ -78,8 +78,11 @@ export class RunPanel implements vscode.Disposable {
 
   private postState(): void {
     if (!this.panel) return;
-    const jobs = [...this.jobs()].map(toPanelJob);
-    void this.panel.webview.postMessage({ type: "state", jobs, comparison: this.comparison ?? null });
+    const states = [...this.jobs()];
+    const jobs = states.map(toPanelJob);
+    // The summary is the status bar's own words (same job, same status): computed here, not in the webview.
+    const summary = panelSummary(new Map(states.map((st) => [st.id, st])));
+    void this.panel.webview.postMessage({ type: "state", jobs, summary, comparison: this.comparison ?? null });
   }
 
   private html(webview: vscode.Webview, media: vscode.Uri): string {
@@ -113,7 +116,7 @@ export class RunPanel implements vscode.Disposable {
 <section id="compare-section" hidden>
   <h2 id="compare-title">Comparison</h2>
   <dl id="compare-summary"></dl>
-  <table id="compare-table"><thead></thead><tbody></tbody></table>
+  <div class="table-scroll"><table id="compare-table"><colgroup><col class="change"><col class="id"><col><col><col><col><col class="check"><col class="check"></colgroup><thead></thead><tbody></tbody></table></div>
 </section>
 <script nonce="${nonce}" src="${script.toString()}"></script>
 </body>

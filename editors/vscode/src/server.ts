@@ -7,6 +7,7 @@ import { PythonExtension } from "@vscode/python-extension";
 import * as vscode from "vscode";
 import {
   DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
   LanguageClient,
   State,
   type LanguageClientOptions,
@@ -14,6 +15,7 @@ import {
 } from "vscode-languageclient/node";
 import { ASK_AND_TAG_COMMAND, tagAskKind } from "./logic/args";
 import { folderScope } from "./logic/client";
+import { serverShownError } from "./logic/replies";
 import {
   chooseInterpreter,
   explainPreflight,
@@ -260,6 +262,17 @@ export class ServerManager implements vscode.Disposable {
         resolveCodeAction: async (item, token, next) => {
           const resolved = await next(item, token);
           return resolved ? routeAskingActions(resolved) : resolved;
+        },
+        // A user error the server has shown already (one line): logged once, not shown a second time.
+        executeCommand: async (command, args) => {
+          try {
+            return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as unknown;
+          } catch (err) {
+            const shown = serverShownError(err);
+            if (shown === undefined) throw err;
+            this.output.info(`${command}: ${shown}`);
+            return undefined;
+          }
         },
       },
       initializationFailedHandler: (error) => {

@@ -1,7 +1,10 @@
 """Code actions: tag the row / session entry under the cursor, tag a selection, quick fixes for findings.
 
-Tag actions carry a `machine.tag` command (the store is only touched when the user picks one). Quick fixes are
-sent without edits and resolved lazily (`codeAction/resolve`) when the client supports it.
+Tag actions carry a `machine.tag` command (the store is only touched when the user picks one). Actions whose
+command carries `ask` (a note, a rewrite, a selection's prompt) are offered only to clients that declared
+`clientPrompts` (they ask the user, then add the answer to the arguments); the others get the plain actions, and
+hover names the `machine.tag` arguments for a note or rewrite. Quick fixes are sent without edits and resolved
+lazily (`codeAction/resolve`) when the client supports it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.positions import to_client_character
 
 TAG_KIND = "refactor.machine.tag"
+#: Quick fixes are computed for at most this many lines of a range (a select-all on a big file stays quick).
+MAX_FIX_LINES = 200
 
 
 class CodeActionsFeature(LanguageFeature):
@@ -45,7 +50,7 @@ class CodeActionsFeature(LanguageFeature):
         only = params.context.only
         out: list[types.CodeAction] = []
         if _wanted(only, types.CodeActionKind.QuickFix):
-            out.extend(self._quick_fixes(uri, params.context.diagnostics))
+            out.extend(self._quick_fixes(uri, rng, params.context.diagnostics))
         if not _wanted(only, TAG_KIND):
             return out
         line0 = rng.start.line
@@ -56,7 +61,7 @@ class CodeActionsFeature(LanguageFeature):
                 info["kind"] == "session_log" and any('"toolCall"' in line for line in lines)
             )
             out.extend(self._tag_actions(uri, line0 + 1, info["kind"], tools))
-        elif selection:
+        elif selection and self.server.settings.client_prompts:  # the selection's prompt is asked for
             out.extend(self._selection_actions(uri, rng))
         return out
 
@@ -71,12 +76,10 @@ class CodeActionsFeature(LanguageFeature):
                 command=types.Command(title=title, command="machine.tag", arguments=[args]),
             )
 
-        actions = [
-            action(f"Tag {where} as good"),
-            action(f"Tag {where} as bad", verdict="bad"),
-            action("Tag as good with note…", ask="note"),
-            action("Tag as good with rewrite…", ask="rewrite"),
-        ]
+        actions = [action(f"Tag {where} as good"), action(f"Tag {where} as bad", verdict="bad")]
+        if self.server.settings.client_prompts:  # only a client that asks the user can complete these
+            actions.append(action("Tag as good with note…", ask="note"))
+            actions.append(action("Tag as good with rewrite…", ask="rewrite"))
         if tools:
             actions.append(action("Tag as good with full trace", trace=True))
         return actions
@@ -100,30 +103,43 @@ class CodeActionsFeature(LanguageFeature):
         return out
 
     # -- quick fixes ----------------------------------------------------------------------------------------
-    def _quick_fixes(self, uri: str, diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
-        out = []
+    def _quick_fixes(
+        self, uri: str, rng: types.Range, sent: list[types.Diagnostic]
+    ) -> list[types.CodeAction]:
+        """A fix for every finding on the lines `rng` touches, from the server's own per-line results: clients
+        send only some diagnostics in the context (eglot: those under the cursor), or none."""
         eager = not self._client_resolves_edits()
-        results: dict[int, Any] = {}
-        for diagnostic in diagnostics:
-            if diagnostic.source != "machine" or not diagnostic.code:
-                continue
-            line0 = diagnostic.range.start.line
-            if line0 not in results:
-                results[line0] = self.server.diagnostics.line_result(uri, line0)
-            result = results[line0]
-            finding = result and next(
-                (f for f in result.findings if f.code == diagnostic.code and f.fix), None
+        state = self.server.diagnostics.docs.get(uri)
+        published = state.published if state is not None and state.kind is not None else []
+        lines = {d.range.start.line for d in sent if d.source == "machine" and d.code}
+        if state is not None and state.kind is not None:
+            last = (
+                rng.end.line if rng.end.line == rng.start.line or rng.end.character > 0 else rng.end.line - 1
             )
-            if finding is None:
-                continue
-            action = types.CodeAction(
-                title=finding.fix.title,
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=[diagnostic],
-                is_preferred=True,
-                data={"uri": uri, "line": line0, "code": diagnostic.code},
+            lines.update(
+                range(rng.start.line, min(max(last, rng.start.line), rng.start.line + MAX_FIX_LINES) + 1)
             )
-            out.append(self.resolve(action) if eager else action)
+        out = []
+        for line0 in sorted(lines):
+            result = self.server.diagnostics.line_result(uri, line0)
+            if result is None:
+                continue
+            seen: set[str] = set()
+            for finding in result.findings:
+                if finding.fix is None or finding.code in seen:
+                    continue
+                seen.add(finding.code)
+                on_line = [d for d in sent if d.range.start.line == line0 and d.code == finding.code] or [
+                    d for d in published if d.range.start.line == line0 and d.code == finding.code
+                ]
+                action = types.CodeAction(
+                    title=finding.fix.title,
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=on_line or None,
+                    is_preferred=True,
+                    data={"uri": uri, "line": line0, "code": finding.code},
+                )
+                out.append(self.resolve(action) if eager else action)
         return out
 
     def _client_resolves_edits(self) -> bool:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from machine_lsp.lsp.replies import (
     DocumentTiming,
     InfoReply,
     JobDeclined,
+    JobPlan,
     JobsListReply,
     JobSummary,
     RunEntry,
@@ -45,6 +48,8 @@ from machine_lsp.lsp.replies import (
     to_wire,
 )
 
+logger = logging.getLogger(__name__)
+
 #: command id -> (job verb, progress title, ask before running)
 JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "machine.train.smoke": ("train-smoke", "Training smoke test", False),
@@ -53,13 +58,30 @@ JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "machine.eval.checkpoint": ("eval-checkpoint", "Checkpoint evaluation", True),
     "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),
 }
-CONTROL_KEYS = {"yes", "wait"}
+CONTROL_KEYS = {"yes", "wait", "plan"}
+
+
+#: In an error reply's `data`: the server has shown this message to the user (window/showMessage) already.
+SHOWN = {"shown": True}
 
 
 class CommandError(JsonRpcException):
-    """A command that cannot run with these arguments or in this state (reply code: InvalidParams)."""
+    """A command that cannot run with these arguments or in this state (reply code: InvalidParams): a user error.
+    Shown as one line (window/showMessage), answered with `data: {"shown": true}`, never logged with a traceback."""
 
     CODE = JsonRpcInvalidParams.CODE
+
+
+class Reported(JsonRpcInternalError):
+    """An error the server has shown and logged once already (a failed job, an unexpected exception)."""
+
+
+class _QuietReportedErrors(logging.Filter):
+    """pygls logs every error reply with its traceback; these were reported once by the command itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, CommandError | Reported)
 
 
 def _arguments(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -87,7 +109,39 @@ class CommandsFeature(LanguageFeature):
         for command_id, (verb, title, ask) in JOB_COMMANDS.items():
             table[command_id] = self._job_command(verb, title, ask)
         for command_id, method in table.items():
-            self.server.command(command_id)(_entry(method))
+            self.server.command(command_id)(self._entry(command_id, method))
+        json_rpc_logger = logging.getLogger("pygls.protocol.json_rpc")
+        if not any(isinstance(f, _QuietReportedErrors) for f in json_rpc_logger.filters):
+            json_rpc_logger.addFilter(_QuietReportedErrors())
+
+    def _entry(
+        self, command_id: str, method: Callable[[dict[str, Any]], Awaitable[Any]]
+    ) -> Callable[..., Awaitable[Any]]:
+        """The command handler: a user error is one line in the editor (window/showMessage) and in the reply; an
+        unexpected exception is logged once (its traceback only at debug level) and shown as one line too."""
+        server = self.server
+
+        def show(message: str) -> None:
+            server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+
+        async def handler(*arguments: Any) -> Any:
+            try:
+                return to_wire(await method(_arguments(arguments)))
+            except CommandError as exc:
+                exc.message = " ".join(str(exc.message).split())  # one line, whatever the cause's text held
+                exc.data = SHOWN
+                show(f"machine: {exc.message}")
+                raise
+            except JsonRpcException:
+                raise
+            except Exception as exc:
+                message = f"{command_id} failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+                logger.error("%s", message)
+                logger.debug("%s", command_id, exc_info=True)
+                show(f"machine: {message}")
+                raise Reported(message=message, data=SHOWN) from None
+
+        return handler
 
     # -- tagging ----------------------------------------------------------------------------------------------
     async def tag(self, args: dict[str, Any]) -> TagReply | TagPreview:
@@ -103,11 +157,11 @@ class CommandsFeature(LanguageFeature):
         trace = bool(args.get("trace", False))
         ask = args.get("ask")
         if ask == "note" and not note:
-            raise CommandError(
-                message="this action needs a note: pass {'note': '...'} (the editor asks for it)"
-            )
+            raise CommandError(message="this action needs a note: pass {'note': '...'} to machine.tag")
         if ask == "rewrite" and not rewrite:
-            raise CommandError(message="this action needs the rewritten answer: pass {'rewrite': '...'}")
+            raise CommandError(
+                message="this action needs the rewritten answer: pass {'rewrite': '...'} to machine.tag"
+            )
         uri = args.get("uri") or ""
         source = _optional_str(args, "from")
         try:
@@ -243,23 +297,51 @@ class CommandsFeature(LanguageFeature):
 
     # -- jobs -------------------------------------------------------------------------------------------------
     async def validate(self, args: dict[str, Any]) -> JobSummary:
-        path = _path_arg(args, "uri", "path", required=True)
+        """Validate a file, or an editor's buffer: with `text` (unsaved edits, untitled files) the job reads a
+        temporary copy the server writes, and reports under the buffer's name; the copy goes when the job ends."""
+        text = _optional_str(args, "text")
+        if text is None:
+            path = _path_arg(args, "uri", "path", required=True)
+            if not os.path.isfile(path):
+                raise CommandError(message=f"{path}: no such file")
+            label = Path(path).name
+        else:
+            uri = args.get("uri") if isinstance(args.get("uri"), str) else None
+            name = _path_arg(args, "uri", "path") or uri or "buffer"
+            label = Path(name).name or name
+            path = _buffer_copy(text)
         job_args: dict[str, Any] = {"path": path}
+        if text is not None:
+            job_args["label"] = label
         if (eval_path := _path_arg(args, "eval_uri", "eval_path")) is not None:
             job_args["eval_path"] = eval_path
         if "kind" in args:
             job_args["kind"] = args["kind"]
-        if not os.path.isfile(path):
-            raise CommandError(message=f"{path}: no such file")
-        return await self._run_job("validate", f"Validate {Path(path).name}", job_args, args)
+        try:
+            summary = await self._run_job("validate", f"Validate {label}", job_args, args)
+        except BaseException:
+            if text is not None:
+                Path(path).unlink(missing_ok=True)
+            raise
+        job = self.server.jobs.jobs.get(summary.job_id)
+        if text is not None and (job is None or job.ended is not None):
+            Path(path).unlink(missing_ok=True)
+        elif text is not None:  # a job still running (jobReplies "immediate" / wait: false)
+            self.server.spawn(_remove_when_done(job, Path(path)), f"remove buffer copy {summary.job_id}")
+        return summary
 
     def _job_command(self, verb: str, title: str, ask: bool) -> Callable[[dict[str, Any]], Awaitable[Any]]:
-        async def run(args: dict[str, Any]) -> JobSummary | JobDeclined:
+        async def run(args: dict[str, Any]) -> JobSummary | JobDeclined | JobPlan:
             job_args = {k: v for k, v in args.items() if k not in CONTROL_KEYS}
-            if (ask or job_args.get("engine") == "tinker") and not await self._confirm(
-                verb, title, job_args, args
-            ):
-                return JobDeclined(status="declined", message=f"{title} not started")
+            if args.get("plan") is True:
+                return await self._plan(verb, job_args, args)
+            if (ask or job_args.get("engine") == "tinker") and args.get("yes") is not True:
+                # Ask about the run that will happen; one sure to fail is refused with the reason instead.
+                plan = await self._plan(verb, job_args, args)
+                if plan.problem is not None:
+                    raise CommandError(message=f"{title} not started: {plan.problem}")
+                if not await self._confirm(title, plan):
+                    return JobDeclined(status="declined", message=f"{title} not started")
             return await self._run_job(verb, title, job_args, args)
 
         return run
@@ -270,38 +352,41 @@ class CommandsFeature(LanguageFeature):
         from machine_lsp.core.store import find_project_root
 
         cwd = find_project_root(self.server.project_start(args.get("uri")))
+        # A client with a short request timeout (eglot: 10 s) declares jobReplies "immediate": the reply carries
+        # the job id at once; an explicit `wait` argument still decides for one call.
+        wait = args.get("wait", self.server.settings.job_replies == "onEnd") is not False
         try:
             job = await self.server.jobs.run(
                 verb,
                 job_args,
                 title=title,
                 cwd=cwd,
-                token=WORK_DONE_TOKEN.get(),
-                wait=args.get("wait", True) is not False,
+                # The request's own token ends with its reply: a job outliving it reports on a server-created one.
+                token=WORK_DONE_TOKEN.get() if wait else None,
+                wait=wait,
             )
         except JobUnavailable as exc:
             raise CommandError(message=f"{title}: {exc}") from None
         summary = job.summary()
-        if job.status == "failed":
-            raise JsonRpcInternalError(message=job.message, data=to_wire(summary))
+        if job.status == "failed":  # the job's end showed the message already (window/showMessage)
+            raise Reported(message=job.message, data={**to_wire(summary), **SHOWN})
         return summary
 
-    async def _confirm(self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]) -> bool:
+    async def _plan(self, verb: str, job_args: dict[str, Any], args: dict[str, Any]) -> JobPlan:
+        """The run `verb` would start (`plan: true`), resolved as the job resolves it; nothing runs."""
         from machine_lsp.core.store import find_project_root
-        from machine_lsp.scaffold.estimate import estimate_job
+        from machine_lsp.lsp.plan import describe, plan_job
 
-        if args.get("yes") is True:
-            return True
-        details = ", ".join(f"{k}={v}" for k, v in job_args.items() if k != "uri") or "default settings"
         project = find_project_root(self.server.project_start(args.get("uri")))
-        # Reads the data file or the store: short work, but off the event loop all the same.
-        estimate = await asyncio.get_running_loop().run_in_executor(
-            None, estimate_job, verb, project, job_args
-        )
-        message = f"machine: run {title} ({details})?" + (f" {estimate.describe()}." if estimate else "")
+        # Reads machine.toml, the data file or the store: short work, but off the event loop all the same.
+        plan = await asyncio.get_running_loop().run_in_executor(None, plan_job, verb, project, job_args)
+        plan.message = describe(plan) if plan.problem is None else f"{verb} cannot run: {plan.problem}"
+        return plan
+
+    async def _confirm(self, title: str, plan: JobPlan) -> bool:
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
-            message=message,
+            message=f"machine: run {title}? {plan.message}.",
             actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
         )
         try:
@@ -455,13 +540,6 @@ class _Range(msgspec.Struct):
     end: _Position
 
 
-def _entry(method: Callable[[dict[str, Any]], Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    async def handler(*arguments: Any) -> Any:
-        return to_wire(await method(_arguments(arguments)))
-
-    return handler
-
-
 def _require_str(args: dict[str, Any], key: str) -> str:
     value = args.get(key)
     if not isinstance(value, str) or not value:
@@ -474,6 +552,19 @@ def _optional_str(args: dict[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise CommandError(message=f"{key!r} must be a string")
     return value
+
+
+def _buffer_copy(text: str) -> str:
+    """A private temporary file holding an editor buffer's text, for the validate job to read."""
+    fd, name = tempfile.mkstemp(prefix="machine-buffer-", suffix=".jsonl")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    return name
+
+
+async def _remove_when_done(job: Any, path: Path) -> None:
+    await job.done.wait()
+    path.unlink(missing_ok=True)
 
 
 def _path_arg(args: dict[str, Any], uri_key: str, path_key: str, *, required: bool = False) -> str | None:

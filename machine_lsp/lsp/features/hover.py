@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from lsprotocol import types
 
 from machine_lsp.core.selection import row_info
@@ -9,6 +11,16 @@ from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.turn_worker import MAX_CHARS, MAX_MESSAGES, render_turn
 
 __all__ = ["MAX_CHARS", "MAX_MESSAGES", "HoverFeature", "render_turn"]
+
+
+def _tag_hint(uri: str, line: int) -> types.Hover:
+    """For clients that do not prompt (no "with note…" action): the command that tags this row with a note."""
+    args = json.dumps({"uri": uri, "line": line, "verdict": "good", "note": "…"}, ensure_ascii=False)
+    value = (
+        'machine: to tag this row with a note (or a rewrite: `"rewrite"`), run `machine.tag` with\n\n'
+        f"```json\n{args}\n```"
+    )
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))
 
 
 class HoverFeature(LanguageFeature):
@@ -25,8 +37,10 @@ class HoverFeature(LanguageFeature):
         if not 0 <= line0 < len(lines):
             return None
         info = row_info(lines[line0])
-        if info is None or info["kind"] != "session_log":
+        if info is None:
             return None
+        if info["kind"] != "session_log":
+            return None if self.server.settings.client_prompts else _tag_hint(uri, line0 + 1)
         # Built once per document version, in the turns worker process: the event loop keeps answering meanwhile.
         value = await self.server.turns.hover(doc, line0 + 1)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))

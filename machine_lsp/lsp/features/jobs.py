@@ -282,13 +282,15 @@ class JobsFeature(LanguageFeature):
     def _finish(
         self, job: Job, terminal: ev.Event | None, code: int, stderr_tail: tuple[str, ...] = ()
     ) -> None:
-        if job.cancel_requested or (isinstance(terminal, ev.Error) and terminal.kind == "cancelled"):
-            job.status = "cancelled"
-            job.message = f"{job.title} cancelled"
-        elif isinstance(terminal, ev.Done) and code == 0:
+        if isinstance(terminal, ev.Done) and code == 0:
+            # Finished before a late cancel reached it: it is done, and every face (progress end, status bar,
+            # run panel) says so; calling it cancelled would contradict the result it reported.
             job.status = "done"
             job.result = terminal.result
             job.message = terminal.message or f"{job.title} done"
+        elif job.cancel_requested or (isinstance(terminal, ev.Error) and terminal.kind == "cancelled"):
+            job.status = "cancelled"
+            job.message = f"{job.title} cancelled"
         elif isinstance(terminal, ev.Error):
             job.status = "failed"
             job.message = f"{job.title} failed: {terminal.message}"

@@ -8,11 +8,11 @@
  */
 export interface MachineCommandReplies {
   "machine.data": DataReply;
-  "machine.eval.baseline": JobSummary | JobDeclined;
-  "machine.eval.checkpoint": JobSummary | JobDeclined;
+  "machine.eval.baseline": JobSummary | JobDeclined | JobPlan;
+  "machine.eval.checkpoint": JobSummary | JobDeclined | JobPlan;
   "machine.eval.compare": CompareReply;
   "machine.eval.init": WroteReply;
-  "machine.eval.probe": JobSummary | JobDeclined;
+  "machine.eval.probe": JobSummary | JobDeclined | JobPlan;
   "machine.jobs.cancel": CancelReply;
   "machine.jobs.list": JobsListReply;
   "machine.server.info": InfoReply;
@@ -20,9 +20,9 @@ export interface MachineCommandReplies {
   "machine.sessions.turns": SessionTurnsReply;
   "machine.tag": TagReply | TagPreview;
   "machine.tagged": TaggedReply;
-  "machine.train.run": JobSummary | JobDeclined;
+  "machine.train.run": JobSummary | JobDeclined | JobPlan;
   "machine.train.sft": WroteReply;
-  "machine.train.smoke": JobSummary | JobDeclined;
+  "machine.train.smoke": JobSummary | JobDeclined | JobPlan;
   "machine.validate": JobSummary;
 }
 /**
@@ -66,6 +66,23 @@ export interface JobSummary {
  */
 export interface JobDeclined {
   status: "declined";
+  message: string;
+}
+/**
+ * `plan: true` on a job command: the run it would start, resolved as the job resolves it; nothing runs.
+ * `problem` says why the job is sure to fail (then it is refused without asking).
+ */
+export interface JobPlan {
+  status: "plan";
+  verb: string;
+  engine: string;
+  model: string;
+  checkpoint: string | null;
+  data: string | null;
+  rows: number | null;
+  steps: number | null;
+  tokens: number | null;
+  problem: string | null;
   message: string;
 }
 /**

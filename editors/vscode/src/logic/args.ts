@@ -119,8 +119,9 @@ export function scaffoldArgs(s: MachineSettings): Record<string, unknown> {
   return out;
 }
 
-export function validateArgs(uri: string, evalUri?: string): Record<string, unknown> {
-  return evalUri ? { uri, eval_uri: evalUri } : { uri };
+/** machine.validate's argument; `text` is the editor's buffer (unsaved edits, untitled files), validated as is. */
+export function validateArgs(uri: string, evalUri?: string, text?: string): Record<string, unknown> {
+  return { uri, ...(evalUri ? { eval_uri: evalUri } : {}), ...(text !== undefined ? { text } : {}) };
 }
 
 export function compareArgs(a: string, b: string): Record<string, unknown> {

@@ -110,7 +110,7 @@ export function applyEvent(jobs: Map<string, JobState>, ev: JobEvent, now: numbe
       break;
     }
     case "end": {
-      // the server's own last word on a job: {status: done|failed|cancelled, message}
+      // the server's own last word on a job: {status: done|failed|cancelled, message}; it overrides the child's
       const status = str(ev.status);
       st.status = status === "done" ? "done" : status === "cancelled" ? "cancelled" : "error";
       st.message = str(ev.message) ?? st.message;
@@ -183,4 +183,21 @@ export function currentJob(jobs: Map<string, JobState>): JobState | undefined {
   let best: JobState | undefined;
   for (const st of jobs.values()) if (st.status === "running" && (!best || st.startedAt >= best.startedAt)) best = st;
   return best;
+}
+
+/** The job the status bar shows: the latest running one, else the one that ended last. */
+export function shownJob(jobs: Map<string, JobState>): JobState | undefined {
+  return currentJob(jobs) ?? [...jobs.values()].sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))[0];
+}
+
+/**
+ * The run panel's summary line: the same job, status and words as the status bar, so the panel never says
+ * "done" about a job the status bar calls cancelled (or shows another job's message).
+ */
+export function panelSummary(jobs: Map<string, JobState>): string {
+  const st = shownJob(jobs);
+  if (!st) return "";
+  const running = [...jobs.values()].filter((j) => j.status === "running").length;
+  const head = `${jobs.size} job${jobs.size === 1 ? "" : "s"}, ${running} running.`;
+  return `${head} ${st.status === "running" ? statusText(st) : outcomeText(st)}`;
 }

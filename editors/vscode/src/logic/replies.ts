@@ -4,7 +4,7 @@
  * nothing. Pure: no `vscode` import.
  */
 import * as path from "node:path";
-import type { DataReply, JobDeclined, JobSummary, JobsListReply, MachineCommandReplies, TaggedReply, WroteReply } from "../generated/replies";
+import type { DataReply, JobDeclined, JobPlan, JobSummary, JobsListReply, MachineCommandReplies, TaggedReply, WroteReply } from "../generated/replies";
 
 export type { MachineCommandReplies } from "../generated/replies";
 export type ReplyOf<C extends keyof MachineCommandReplies> = MachineCommandReplies[C];
@@ -46,12 +46,23 @@ export function taggedItems(reply: TaggedReply, basename: (uri: string) => strin
   });
 }
 
-/** A job command's reply: the job, or the user's "no" to a paid or long run. */
-export function isJob(reply: JobSummary | JobDeclined): reply is JobSummary {
-  return reply.status !== "declined";
+/** A job command's reply: the job, the user's "no" to a paid or long run, or (with `plan: true`) the plan. */
+export function isJob(reply: JobSummary | JobDeclined | JobPlan): reply is JobSummary {
+  return reply.status !== "declined" && reply.status !== "plan";
 }
 
 /** Jobs of `machine.jobs.list` that can still be cancelled. */
 export function cancellableJobs(reply: JobsListReply): { id: string; label: string }[] {
   return reply.jobs.filter((j) => j.status === "running" || j.status === "starting").map((j) => ({ id: j.job_id, label: j.verb }));
+}
+
+/**
+ * The message of an error reply the server has shown the user already (window/showMessage; `data.shown`): a user
+ * error such as a bad line or a wrong file. The extension logs it as one line and shows nothing more.
+ */
+export function serverShownError(err: unknown): string | undefined {
+  if (typeof err !== "object" || err === null) return undefined;
+  const { data, message } = err as { data?: unknown; message?: unknown };
+  if (typeof data !== "object" || data === null || (data as { shown?: unknown }).shown !== true) return undefined;
+  return typeof message === "string" ? message : "";
 }

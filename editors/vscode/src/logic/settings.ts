@@ -70,7 +70,8 @@ export function readSettings(get: (key: string) => unknown, isSet: (key: string)
  * key travels in the server process's environment only.
  */
 export function toServerOptions(s: MachineSettings): Record<string, unknown> {
-  const out: Record<string, unknown> = { confirmPaidRuns: s.confirmPaidRuns, client: "vscode" };
+  // clientPrompts: the extension asks for a code action's `ask` (note, rewrite, selection prompt) itself.
+  const out: Record<string, unknown> = { confirmPaidRuns: s.confirmPaidRuns, client: "vscode", clientPrompts: true };
   if (s.engine) out.engine = s.engine;
   if (s.baseModel) out.baseModel = s.baseModel;
   if (s.trainPath) out.trainPath = s.trainPath;

@@ -60,6 +60,8 @@ test("job arguments: nothing set → empty (machine.toml decides); confirmation 
 test("validate, compare and cancel arguments", () => {
   assert.deepEqual(validateArgs("file:///a.jsonl"), { uri: "file:///a.jsonl" });
   assert.deepEqual(validateArgs("file:///a.jsonl", "file:///e.jsonl"), { uri: "file:///a.jsonl", eval_uri: "file:///e.jsonl" });
+  // the buffer, not the file: an untitled document has no file at all
+  assert.deepEqual(validateArgs("untitled:Untitled-1", undefined, '{"messages": []}\n'), { uri: "untitled:Untitled-1", text: '{"messages": []}\n' });
   assert.deepEqual(compareArgs("/r/base.json", "/r/ft.json"), { a: "/r/base.json", b: "/r/ft.json" });
   assert.throws(() => compareArgs("/r/a.json", "/r/a.json"), /two different/);
   assert.deepEqual(cancelArgs("j7"), { job_id: "j7" });

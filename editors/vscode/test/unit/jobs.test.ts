@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { applyEvent, currentJob, formatDuration, formatLoss, fraction, isJobEvent, outcomeText, statusText, statusTooltip, type JobState } from "../../src/logic/jobs";
+import { applyEvent, currentJob, formatDuration, formatLoss, fraction, isJobEvent, outcomeText, panelSummary, shownJob, statusText, statusTooltip, type JobState } from "../../src/logic/jobs";
 
 const feed = (events: Record<string, unknown>[]): Map<string, JobState> => {
   const jobs = new Map<string, JobState>();
@@ -114,4 +114,31 @@ test("the server's own end event settles the job (done, failed, cancelled)", () 
   assert.equal(jobs.get("b")?.endedAt, 1003, "the end time is the first terminal event's");
   assert.equal(jobs.get("c")?.status, "cancelled");
   assert.equal(currentJob(jobs), undefined);
+});
+
+test("the run panel's summary names the status bar's job with its status: never 'done' about a cancelled run", () => {
+  // j1 (training) starts first, j2 (smoke) second; j2 ends done, then j1 is cancelled: the status bar shows j1.
+  const jobs = feed([
+    { event: "start", job_id: "j1", job: "train-run" },
+    { event: "start", job_id: "j2", job: "train-smoke" },
+    { event: "done", job_id: "j2", message: "smoke run done" },
+    { event: "end", job_id: "j2", status: "done", message: "smoke run done" },
+    { event: "step", job_id: "j1", step: 3, total: 10, loss: 1.5 },
+    { event: "end", job_id: "j1", status: "cancelled", message: "Training run cancelled" },
+  ]);
+  assert.equal(shownJob(jobs)?.id, "j1");
+  const summary = panelSummary(jobs);
+  assert.equal(summary, "2 jobs, 0 running. train-run cancelled: Training run cancelled");
+  assert.doesNotMatch(summary, /done/);
+  // The child's own "done" followed by the server's "cancelled" end: the server's last word counts.
+  const late = feed([
+    { event: "start", job_id: "j3", job: "validate" },
+    { event: "done", job_id: "j3", message: "big.jsonl: 3 rows, ok" },
+    { event: "end", job_id: "j3", status: "cancelled", message: "Validate big.jsonl cancelled" },
+  ]);
+  assert.equal(panelSummary(late), "1 job, 0 running. validate cancelled: Validate big.jsonl cancelled");
+  // A running job: the status bar's text.
+  const running = feed([{ event: "start", job_id: "j4", job: "train-run" }, { event: "step", job_id: "j4", step: 2, total: 8, loss: 0.5 }]);
+  assert.equal(panelSummary(running), "1 job, 1 running. train-run · step 2/8 · loss 0.500");
+  assert.equal(panelSummary(new Map()), "");
 });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { DataReply, JobSummary, JobsListReply, TaggedReply, WroteReply } from "../../src/generated/replies";
-import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, taggedItems } from "../../src/logic/replies";
+import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownError, taggedItems } from "../../src/logic/replies";
 
 test("Scaffold SFT Script opens the script the server wrote (the `written` list)", () => {
   const reply: WroteReply = { written: ["/ws/machine.toml", "/ws/train_sft.py"], message: "wrote machine.toml, train_sft.py · next: …" };
@@ -48,4 +48,12 @@ test("a declined run is not a job; running jobs can be cancelled", () => {
   assert.equal(isJob({ status: "declined", message: "Training run not started" }), false);
   const listing: JobsListReply = { jobs: [job, { ...job, job_id: "ff", status: "done" }], runs: [{ run_dir: "/ws/.machine/runs/x", id: "x" }] };
   assert.deepEqual(cancellableJobs(listing), [{ id: "a1b2c3d4", label: "train-run" }]);
+});
+
+test("an error reply the server has shown already is recognised (shown once, never twice)", () => {
+  const shown = { code: -32602, message: "line must be a 1-based line number", data: { shown: true } };
+  assert.equal(serverShownError(shown), "line must be a 1-based line number");
+  assert.equal(serverShownError({ code: -32603, message: "boom", data: { traceback: ["…"] } }), undefined);
+  assert.equal(serverShownError(new Error("the machine-lsp server is not running")), undefined);
+  assert.equal(serverShownError(undefined), undefined);
 });

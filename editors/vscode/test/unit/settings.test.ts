@@ -52,9 +52,9 @@ test("readSettings: an unknown engine or a bad thread count falls back to the de
 });
 
 test("toServerOptions: the server's camelCase keys, empty settings omitted (server defaults apply)", () => {
-  assert.deepEqual(toServerOptions(DEFAULT_SETTINGS), { confirmPaidRuns: true, client: "vscode" });
+  assert.deepEqual(toServerOptions(DEFAULT_SETTINGS), { confirmPaidRuns: true, client: "vscode", clientPrompts: true });
   const full = toServerOptions({ ...DEFAULT_SETTINGS, engine: "tinker", baseModel: "m", trainPath: "t.jsonl", evalPath: "e.jsonl", trainGlobs: ["*.jsonl"], evalGlobs: ["e/*.jsonl"], threads: 3, confirmPaidRuns: false });
-  assert.deepEqual(full, { confirmPaidRuns: false, client: "vscode", engine: "tinker", baseModel: "m", trainPath: "t.jsonl", evalPath: "e.jsonl", trainGlobs: ["*.jsonl"], evalGlobs: ["e/*.jsonl"], threads: 3 });
+  assert.deepEqual(full, { confirmPaidRuns: false, client: "vscode", clientPrompts: true, engine: "tinker", baseModel: "m", trainPath: "t.jsonl", evalPath: "e.jsonl", trainGlobs: ["*.jsonl"], evalGlobs: ["e/*.jsonl"], threads: 3 });
 });
 
 test("toServerOptions never carries the interpreter or any key-like field", () => {
