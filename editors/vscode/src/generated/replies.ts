@@ -277,13 +277,23 @@ export interface TagRecord {
   note?: string;
   original?: string | null;
   trace?: boolean;
+  extra?: {
+    [k: string]: unknown;
+  };
 }
+/**
+ * One chat message. `content` may be missing or null in the source (OpenAI's rows for an assistant message
+ * that only calls tools); it is read as "" then. `weight` (OpenAI, 0 or 1) and `trainable` (tinker-cookbook)
+ * say whether an assistant message is trained on.
+ */
 export interface Message {
-  role: "assistant" | "system" | "tool" | "user";
-  content: string | (TextPart | ThinkingPart)[];
+  role: "assistant" | "developer" | "system" | "tool" | "user";
+  content?: string | (TextPart | ThinkingPart)[] | null;
   tool_calls?: ToolCall[] | null;
   tool_call_id?: string | null;
   name?: string | null;
+  weight?: number | null;
+  trainable?: boolean | null;
 }
 export interface TextPart {
   type: "text";
