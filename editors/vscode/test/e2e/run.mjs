@@ -535,8 +535,10 @@ async function main() {
 
   // 11. importStrategy fromEnvironment with that python3: an actionable notification (never `pip install
   // machine-lsp`, which cannot work); "Use Bundled Server" switches back and the server runs again.
-  const current = JSON.parse(fs.readFileSync(userSettings, "utf8"));
-  fs.writeFileSync(userSettings, JSON.stringify({ ...current, "machine.importStrategy": "fromEnvironment" }, null, 2));
+  // Set in the workspace's .vscode/settings.json (a file change in the workspace, which VS Code watches; an edit of
+  // the user settings file behind the Settings editor's back was not picked up). "Use Bundled Server" clears it.
+  fs.mkdirSync(path.join(ws, ".vscode"), { recursive: true });
+  fs.writeFileSync(path.join(ws, ".vscode", "settings.json"), JSON.stringify({ "machine.importStrategy": "fromEnvironment" }, null, 2));
   const missing = toast(/machine-lsp is not installed in/);
   await missing.waitFor({ timeout: 60_000 });
   const missingText = (await missing.innerText()).replace(/\s+/g, " ");
@@ -545,7 +547,8 @@ async function main() {
   await poll("no server while it cannot start", () => serverPids().length === 0, 20_000);
   await missing.locator(".monaco-button", { hasText: "Use Bundled Server" }).first().click();
   const again = await poll("the bundled server again", () => serverPids().find((p) => cmdline(p)[0] === BARE_PYTHON), 60_000);
-  check("Use Bundled Server switched back and the server runs", JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.importStrategy"] === "useBundled", `pid ${again}`);
+  const wsSettings = JSON.parse(fs.readFileSync(path.join(ws, ".vscode", "settings.json"), "utf8") || "{}");
+  check("Use Bundled Server switched back and the server runs", JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.importStrategy"] === "useBundled" && wsSettings["machine.importStrategy"] === undefined, `pid ${again}`);
 
   // 12. Scaffold SFT Script opens the script the server wrote (its reply's `written`).
   await palette("Machine: Scaffold SFT Script");
