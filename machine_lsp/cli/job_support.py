@@ -7,21 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.cli.consoles import console_err, console_out
+
+__all__ = ["console_err", "console_out"]  # the verbs import the consoles from here too
 from machine_lsp.scaffold.config import ConfigError, load_project_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 CANCEL_GRACE_S = 15.0
-
-
-def console_out() -> Console:
-    return Console(soft_wrap=True)
-
-
-def console_err() -> Console:
-    return Console(stderr=True, soft_wrap=True)
 
 
 class Usage(Exception):

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
+from machine_lsp.cli.consoles import console_err, console_out
 from machine_lsp.core.export import export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
@@ -41,11 +42,11 @@ class OutputError(Exception):
 
 
 def _out() -> Console:
-    return Console(soft_wrap=True)
+    return console_out()
 
 
 def _err() -> Console:
-    return Console(stderr=True, soft_wrap=True)
+    return console_err()
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:

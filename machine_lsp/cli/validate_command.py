@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli.consoles import console_err, console_out
 from machine_lsp.core.validate import (
     Finding,
     Report,
@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
 
 
 def run(args: argparse.Namespace) -> int:
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    err = console_err(highlight=False)
     if args.max_length is not None and args.max_length <= 0:
         err.print("machine: --max-length must be a positive number of tokens")
         return EXIT_USAGE
@@ -153,7 +153,7 @@ def _as_json(report: Report) -> dict[str, Any]:
 
 
 def _print_human(report: Report) -> None:
-    console = Console(soft_wrap=True, highlight=False)
+    console = console_out(highlight=False)
     reports = [report] + ([report.eval_report] if report.eval_report is not None else [])
     for one in reports:
         shown = one.findings[:MAX_PRINTED_FINDINGS]
