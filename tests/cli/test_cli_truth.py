@@ -253,3 +253,63 @@ def test_prune_removes_failed_and_old_runs_but_keeps_named_checkpoints(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# ------------------------------------------------------------------------------------------ validate --fix
+
+FIXABLE = (
+    b"\xef\xbb\xbf"  # a byte-order mark
+    + b'{"messages":[{"role":"User","content":"hi"},{"role":"assistant","content":"yo"},]}\n'  # role case, comma
+    + b"\n"  # a blank line
+    + b'{"messages":[{"role":"user","content":"a"},{"role":"Assistant","content":"b"}]} '  # two rows on a line
+    + b'{"messages":[{"role":"user","content":"c"},{"role":"assistant","content":"d"}]}\n'
+    + b'{"messages":[{"role":"user","content":"e"},{"role":"assistant","content":"f"}]}\n'
+)
+
+
+def test_validate_shows_the_fix_of_each_finding(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (proj / "data.jsonl").write_bytes(FIXABLE)
+    assert main(["train", "validate", "data.jsonl"]) == 1
+    out = capsys.readouterr().out
+    assert "bom" in out and "(fix: Remove the byte-order mark)" in out
+    assert "(fix: Remove the trailing comma)" in out and "(fix: Split into one row per line)" in out
+    assert "can be fixed with --fix" in out
+    assert main(["train", "validate", "data.jsonl", "--json"]) == 1
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert {f["fix"] for f in findings} >= {"Remove the blank line", "Remove the byte-order mark"}
+
+
+def test_validate_fix_applies_every_mechanical_fix_with_a_backup(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = proj / "data.jsonl"
+    data.write_bytes(FIXABLE)
+    data.chmod(0o640)
+    assert main(["train", "validate", "data.jsonl", "--fix"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "fixed 6 findings" in out and 'Change role to "user"' in out and 'Change role to "assistant"' in out
+    )
+    assert (proj / "data.jsonl.bak").read_bytes() == FIXABLE  # the backup is the original
+    assert oct(data.stat().st_mode & 0o777) == oct(0o640)  # the mode is kept
+    fixed = data.read_bytes()
+    assert fixed.count(b"\n") == 4 and not fixed.startswith(b"\xef")
+    assert [json.loads(line)["messages"][1]["role"] for line in fixed.splitlines()] == ["assistant"] * 4
+    assert main(["train", "validate", "data.jsonl"]) == 0  # validates clean
+    capsys.readouterr()
+    assert main(["train", "validate", "data.jsonl", "--fix", "--no-backup"]) == 0
+    assert "nothing to fix" in capsys.readouterr().out
+    assert main(["train", "validate", "--fix"]) == 2  # the store is not a file to fix
+
+
+def test_overlapping_fixes_are_skipped_and_said() -> None:
+    from machine_lsp.core.fixes import apply_fixes
+    from machine_lsp.core.validate import Finding, Fix, TextEdit
+
+    def finding(col: int, end: int, new: str) -> Finding:
+        edit = TextEdit(1, col, 1, end, new)
+        return Finding(1, col, 1, end, "error", "x", "m", Fix(f"put {new}", [edit]))
+
+    text, outcome = apply_fixes(b"abcdef\n", [finding(5, 6, "E"), finding(2, 4, "BC"), finding(3, 5, "zz")])
+    assert text == b"aBCdEf\n"
+    assert [f.fix.title for f in outcome.skipped if f.fix] == ["put zz"]  # overlaps "BC": skipped, reported
