@@ -50,7 +50,7 @@ def test_errors_exit_1_and_findings_have_exactly_the_documented_keys(
     path = write(tmp_path / "train.jsonl", GOOD, BAD_ROLE, "", "null")
     code, report = run_json(capsys, str(path))
     assert code == 1 and report["ok"] is False
-    keys = {"line", "column", "end_line", "end_column", "severity", "code", "message"}
+    keys = {"line", "column", "end_line", "end_column", "severity", "code", "message", "fix"}
     assert all(set(f) == keys for f in report["findings"])
     assert [(f["line"], f["code"], f["severity"]) for f in report["findings"]] == [
         (2, "role-unknown", "error"),
