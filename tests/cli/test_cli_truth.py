@@ -313,3 +313,48 @@ def test_overlapping_fixes_are_skipped_and_said() -> None:
     text, outcome = apply_fixes(b"abcdef\n", [finding(5, 6, "E"), finding(2, 4, "BC"), finding(3, 5, "zz")])
     assert text == b"aBCdEf\n"
     assert [f.fix.title for f in outcome.skipped if f.fix] == ["put zz"]  # overlaps "BC": skipped, reported
+
+
+# ------------------------------------------------------------------------------- train run without machine.toml
+
+
+def test_train_run_without_machine_toml_says_its_defaults_and_asks(proj: Path) -> None:
+    import pty
+
+    (proj / "train.jsonl").write_text(
+        "".join(json.dumps(_row(f"{i}+1?", f"answer: {i + 1}")) + "\n" for i in range(5))
+    )
+    done = _cli(proj, "train", "run", "--data", "train.jsonl")  # stdin is not a terminal: refused, told how
+    assert done.returncode == 2
+    err = " ".join(done.stderr.split())
+    assert (
+        "no machine.toml" in err and "engine local" in err and "5 rows from" in err and "learning rate" in err
+    )
+    assert "--yes" in err and "machine train sft" in err
+    # with a terminal: it asks, and anything but y starts nothing
+    master, slave = pty.openpty()
+    try:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+        env.pop("MACHINE_HOME", None)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "machine_lsp.cli.main", "train", "run", "--data", "train.jsonl"],
+            cwd=proj,
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        os.write(master, b"n\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert (
+        proc.returncode == 2 and "Train with these? [y/N]" in out and "cancelled: nothing was started" in err
+    )
+    assert not (proj / ".machine" / "runs").exists()
+    # with machine.toml it does not ask
+    assert main(["train", "sft", "train.jsonl", "--steps", "1"]) == 0
+    done = _cli(proj, "train", "run", "--engine", "tinker")
+    assert "no machine.toml" not in done.stderr and "costs money" in done.stderr
