@@ -358,3 +358,35 @@ def test_train_run_without_machine_toml_says_its_defaults_and_asks(proj: Path) -
     assert main(["train", "sft", "train.jsonl", "--steps", "1"]) == 0
     done = _cli(proj, "train", "run", "--engine", "tinker")
     assert "no machine.toml" not in done.stderr and "costs money" in done.stderr
+
+
+# --------------------------------------------------------------------------- tagging errors and exit codes
+
+
+def test_tagging_a_bad_row_says_what_the_validator_says(
+    proj: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from machine_lsp.core.validate import validate_path
+
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "Assistant", "content": "yo"}]}
+    (proj / "chat.jsonl").write_text(json.dumps(row) + "\n")
+    assert main(["good", "--from", "chat.jsonl:1"]) == 2  # unreadable input: 2, as for every verb
+    err = capsys.readouterr().err.strip()
+    finding = validate_path(proj / "chat.jsonl").findings[0]
+    assert finding.code == "role-unknown" and 'did you mean "assistant"?' in finding.message
+    assert err == f"machine: {proj / 'chat.jsonl'}:1:{finding.column}: {finding.message} (role-unknown)"
+
+
+def test_exit_codes_follow_the_one_rule(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (proj / "ok.jsonl").write_text(json.dumps(_row("q", "a")) + "\n")
+    assert main(["train", "validate", "ok.jsonl"]) == 0
+    assert main(["train", "validate", "missing.jsonl"]) == 2
+    assert main(["jobs", "cancel", "no-such-run"]) == 2
+    assert main(["jobs", "prune", "--older-than", "-1"]) == 2
+    # a store that cannot be read: 3, for the store's good rows as for the tagging verbs and the job lists
+    (proj / ".machine" / "tagged.jsonl").mkdir()
+    capsys.readouterr()
+    assert main(["train", "validate"]) == 3
+    assert "store" in capsys.readouterr().err
+    assert main(["tagged"]) == 3
+    assert main(["good", "--from", "ok.jsonl:1"]) == 3
