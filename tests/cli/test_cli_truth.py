@@ -390,3 +390,37 @@ def test_exit_codes_follow_the_one_rule(proj: Path, capsys: pytest.CaptureFixtur
     assert "store" in capsys.readouterr().err
     assert main(["tagged"]) == 3
     assert main(["good", "--from", "ok.jsonl:1"]) == 3
+
+
+# ------------------------------------------------------------------------------------ spinner, no stale bars
+
+
+def test_a_job_shows_a_spinner_from_its_first_second(proj: Path) -> None:
+    (proj / "train.jsonl").write_text(json.dumps(_row("What is 2+2?", "answer: 4")) + "\n")
+    # a real job child through the CLI, on a terminal as rich sees one (FORCE_COLOR, TTY_INTERACTIVE)
+    done = _cli(
+        proj,
+        "train",
+        "run",
+        "--yes",
+        "--engine",
+        "tinker",
+        "--data",
+        "train.jsonl",
+        FORCE_COLOR="1",
+        TTY_INTERACTIVE="1",
+    )
+    assert done.returncode == 1
+    assert "starting train run…" in done.stdout  # shown before the child's first event
+    assert "train-run: starting (imports, data, model)…" in done.stdout
+
+
+def test_no_bar_is_left_at_zero_when_a_job_fails(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from machine_lsp.cli.job_render import run_job
+
+    # the validate job counts 3 lines (a 0/3 bar), then finds the file is binary and fails
+    (proj / "bin.jsonl").write_bytes(b'{"messages":[]}\n\x00\x00bin\n{"a":1}\n')
+    assert run_job("validate", {"path": "bin.jsonl"}) == 1
+    captured = capsys.readouterr()
+    assert "0/3" not in captured.out and "looks like a binary file" in captured.err
+    assert "run " not in captured.out  # validation keeps no run, so none is named
