@@ -159,7 +159,7 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     last = f"; last checkpoint {manifest.last_checkpoint}" if manifest.last_checkpoint else ""
-    console_out().print(f"{manifest.id}: {manifest.status}{last}")
+    console_out().print(f"{manifest.id}: {manifest.status}{escape(last)}")
     return EXIT_OK
 
 
