@@ -159,6 +159,9 @@ def test_validation_and_refused_preflights_create_no_run(proj: Path) -> None:
     # 0 rows
     done = _cli(proj, "train", "smoke", "--engine", "local", "--data", "empty.jsonl", "--yes")
     assert done.returncode != 0
+    # no eval set
+    done = _cli(proj, "train", "eval", "baseline", "--engine", "local")
+    assert done.returncode == 1 and "no eval data" in done.stderr, done.stderr
     runs_dir = proj / ".machine" / "runs"
     assert not runs_dir.exists() or list(runs_dir.iterdir()) == []
 
