@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli.consoles import console_out
 from machine_lsp.core.conflicts import describe_drop, resolve
 from machine_lsp.core.schema import TagRecord, text_of
 from machine_lsp.core.store import Store
@@ -30,7 +31,7 @@ def print_conflicts(store: Store, as_json: bool) -> int:
         ]
         sys.stdout.write(msgspec.json.encode(payload).decode() + "\n")
         return 0
-    out = Console(soft_wrap=True)
+    out = console_out()
     if not resolution.conflicts:
         out.print("No contradictions: no turn is tagged two ways.")
         return 0

@@ -6,7 +6,6 @@ the one job client (machine_lsp.jobs.client), so the CLI and the editor share on
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,14 @@ from machine_lsp.jobs.client import JobOutcome, JobProcess, job_command
 
 
 class _Renderer:
-    """Turns job events into rich progress bars and lines."""
+    """Turns job events into a spinner, rich progress bars and lines.
 
-    def __init__(self, console: Console) -> None:
+    A spinner shows from the moment the child is spawned (imports and loading a model can take many seconds with
+    no event) until the first bar (a step or a counted progress event); uncounted progress messages update its
+    text. When the job ends, however it ends, the spinner goes and so does any bar that never moved (no stale 0/N).
+    """
+
+    def __init__(self, console: Console, verb: str) -> None:
         self.console = console
         self.progress = Progress(
             TextColumn("[bold blue]{task.description}"),
@@ -42,10 +46,29 @@ class _Renderer:
             console=console,
             transient=False,
         )
+        self.status = console.status(f"starting {verb}…", spinner="dots")
+        self.bars_shown = False
         self.task: TaskID | None = None
         self.kind: str | None = None
+        self.run_id: str | None = None
+        self.run_dir: str | None = None
+
+    def start(self) -> None:
+        self.status.start()
+
+    def finish(self) -> None:
+        self.status.stop()
+        for task in list(self.progress.tasks):
+            if task.completed == 0:  # a bar that never moved says nothing true about the job any more
+                self.progress.remove_task(task.id)
+        if self.bars_shown:
+            self.progress.stop()
 
     def _bar(self, kind: str, description: str, total: int | None) -> TaskID:
+        if not self.bars_shown:
+            self.status.stop()
+            self.progress.start()
+            self.bars_shown = True
         if self.task is None or self.kind != kind:
             if self.task is not None:
                 self.progress.stop_task(self.task)
@@ -53,10 +76,18 @@ class _Renderer:
             self.kind = kind
         return self.task
 
+    def _note(self, text: str) -> None:
+        """An uncounted progress message: the spinner's text before the bars, a dim line after them."""
+        if self.bars_shown:
+            self.console.print(f"[dim]{escape(text)}[/]")
+        else:
+            self.status.update(f"{escape(text)}…" if not text.endswith("…") else escape(text))
+
     def handle(self, event: ev.Event) -> None:
         p = self.progress
         if isinstance(event, ev.Start):
-            p.console.print(f"[dim]{event.job} · run {event.run_id}[/]")
+            self.run_id, self.run_dir = event.run_id, event.run_dir
+            self._note(f"{event.job}: starting (imports, data, model)")
         elif isinstance(event, ev.Step):
             task = self._bar("step", "train", event.total)
             eta = f" · eta {event.eta_seconds:.0f}s" if event.eta_seconds is not None else ""
@@ -66,7 +97,7 @@ class _Renderer:
                 p.console.print(f"[dim]step {event.step}/{event.total} loss {event.loss:.4f}[/]")
         elif isinstance(event, ev.Progress):
             if event.total is None:
-                p.console.print(f"[dim]{escape(event.message)}[/]")
+                self._note(event.message)
                 return
             label = event.message.split(":", 1)[0] if ":" in event.message else "progress"
             task = self._bar(f"progress:{label}", label[:24], event.total)
@@ -87,38 +118,44 @@ class _Renderer:
 
 def run_job(verb: str, payload: dict[str, Any], *, raw: bool = False, cwd: Path | None = None) -> int:
     """Run a job child, render its events, return the CLI exit code (0 done, 1 failed, 2 usage, 130 cancelled)."""
-    job = JobProcess.start(job_command(verb, payload), cwd=cwd or Path.cwd())
     console = console_out()
+    renderer = _Renderer(console, verb.replace("-", " ", 1))
+    if not raw:
+        renderer.start()  # from the first second: the child's imports alone take a while
     interrupted = False
     try:
-        _follow(job, _Renderer(console), raw)
-    except KeyboardInterrupt:
-        interrupted = True
-        console_err().print("[yellow]cancelling… (the job records its last checkpoint)[/]")
-        job.cancel()
-        for _line in job:  # read to the end: the child still reports how it ended
-            pass
+        job = JobProcess.start(job_command(verb, payload), cwd=cwd or Path.cwd())
+        try:
+            _follow(job, renderer, raw)
+        except KeyboardInterrupt:
+            interrupted = True
+            renderer.finish()
+            console_err().print("[yellow]cancelling… (the job records its last checkpoint)[/]")
+            job.cancel()
+            for _line in job:  # read to the end: the child still reports how it ended
+                pass
+    finally:
+        renderer.finish()
     outcome = job.wait(CANCEL_GRACE_S)
     if not raw:
-        _print_outcome(console, outcome)
+        _print_outcome(console, outcome, renderer)
     return _exit_code(outcome, interrupted)
 
 
 def _follow(job: JobProcess, renderer: _Renderer, raw: bool) -> None:
     """Every event as a bar or line (or, with raw, every stdout line as it came)."""
-    with contextlib.ExitStack() as stack:
-        if not raw:
-            stack.enter_context(renderer.progress)
-        for line in job:
-            if raw:
-                sys.stdout.write(line.raw.decode("utf-8", "replace"))
-                sys.stdout.flush()
-            elif line.event is not None:
-                renderer.handle(line.event)
+    for line in job:
+        if raw:
+            sys.stdout.write(line.raw.decode("utf-8", "replace"))
+            sys.stdout.flush()
+        elif line.event is not None:
+            renderer.handle(line.event)
 
 
-def _print_outcome(console: Console, outcome: JobOutcome) -> None:
+def _print_outcome(console: Console, outcome: JobOutcome, renderer: _Renderer) -> None:
     final = outcome.final
+    if renderer.run_dir and Path(renderer.run_dir).is_dir():  # only a run that was kept (see jobs.runner)
+        console.print(f"[dim]run {escape(renderer.run_id or '')} · {escape(renderer.run_dir)}[/]")
     if isinstance(final, ev.Done):
         console.print(f"[green]✓[/] {escape(final.message)}")
     elif isinstance(final, ev.Error):

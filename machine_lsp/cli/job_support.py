@@ -7,21 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.cli.consoles import console_err, console_out
+
+__all__ = ["console_err", "console_out"]  # the verbs import the consoles from here too
 from machine_lsp.scaffold.config import ConfigError, load_project_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 CANCEL_GRACE_S = 15.0
-
-
-def console_out() -> Console:
-    return Console(soft_wrap=True)
-
-
-def console_err() -> Console:
-    return Console(stderr=True, soft_wrap=True)
 
 
 class Usage(Exception):
@@ -78,13 +72,51 @@ def confirm_cost(args: argparse.Namespace, engine: str, verb: str, payload: dict
     what = verb.replace("-", " ", 1)
     estimate = estimate_job(verb, Path.cwd(), {k: v for k, v in payload.items() if v is not None})
     detail = f" ({estimate.describe()})" if estimate else ""
+    ask(
+        f"{what} runs on Tinker and costs money{detail}. Continue?",
+        f"{what} runs on Tinker and costs money{detail}: pass --yes to confirm (stdin is not a terminal)",
+    )
+
+
+def ask(question: str, refusal: str) -> None:
+    """The one asking rule of the CLI: with a terminal on stdin, ask `question` [y/N] (anything but y/yes stops);
+    without one, refuse with `refusal`, which says how to go ahead (usage error, exit 2). Nothing has started."""
     if not sys.stdin.isatty():
-        raise Usage(
-            f"{what} runs on Tinker and costs money{detail}: pass --yes to confirm (stdin is not a terminal)"
-        )
-    answer = input(f"{what} runs on Tinker and costs money{detail}. Continue? [y/N] ").strip().lower()
+        raise Usage(refusal)
+    try:
+        answer = input(f"{question} [y/N] ").strip().lower()
+    except EOFError:
+        answer = ""
     if answer not in {"y", "yes"}:
         raise Usage("cancelled: nothing was started")
+
+
+def confirm_defaults(args: argparse.Namespace, verb: str, payload: dict[str, Any]) -> None:
+    """`train run` with no machine.toml: say which defaults it will train with, and ask (or demand --yes)."""
+    if args.yes:
+        return
+    from machine_lsp.scaffold.config import apply_overrides, find_config
+    from machine_lsp.scaffold.estimate import estimate_job
+
+    if find_config(Path.cwd(), args.config) is not None:
+        return
+    train = {k: v for k, v in payload.items() if k not in ("config", "resume") and v is not None}
+    cfg = apply_overrides(load_project_config(Path.cwd(), None)[0], train).train
+    estimate = estimate_job(verb, Path.cwd(), {k: v for k, v in payload.items() if v is not None})
+    data = (
+        f"{estimate.rows} rows from {estimate.source}" if estimate else (cfg.data or "the store's good rows")
+    )
+    steps = f"{cfg.steps} steps" if cfg.steps else "all batches"
+    what = (
+        f"there is no machine.toml here, so {verb.replace('-', ' ', 1)} uses the defaults: engine {cfg.engine}, "
+        f"model {cfg.resolved_model()}, data {data}, {cfg.epochs} epoch{'s' * (cfg.epochs != 1)} ({steps}), "
+        f"batch size {cfg.batch_size}, learning rate {cfg.resolved_lr():g}"
+    )
+    ask(
+        f"{what}. Train with these?",
+        f"{what}: pass --yes to train with them, or run `machine train sft` first to write machine.toml "
+        "(stdin is not a terminal)",
+    )
 
 
 def check_file(path: str | None, what: str) -> None:

@@ -1,4 +1,5 @@
-"""`machine jobs [list|cancel ID]`: the runs in .machine/runs with their status, and cancelling a running one."""
+"""`machine jobs [list|cancel ID|prune]`: the runs in .machine/runs with their status, cancelling a running one,
+and removing failed or old runs (core.prune says which may go and which checkpoints must stay)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli.consoles import fit_columns
 from machine_lsp.cli.job_support import (
     CANCEL_GRACE_S,
     EXIT_FAILED,
@@ -22,6 +24,16 @@ from machine_lsp.cli.job_support import (
     console_out,
 )
 from machine_lsp.core import runs
+
+# (name, least width, most width) of `machine jobs`'s table (see consoles.fit_columns).
+JOBS_COLUMNS = (
+    ("id", 14, 48),
+    ("job", 5, 16),
+    ("status", 6, 9),
+    ("engine", 5, 6),
+    ("steps", 5, 7),
+    ("last checkpoint / result", 12, 90),
+)
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
@@ -35,6 +47,20 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     jc = jobs_sub.add_parser("cancel", help="stop a running job (SIGTERM; it records its last checkpoint)")
     jc.add_argument("run", metavar="ID", help="run id (or a unique prefix/suffix)")
     jc.set_defaults(func=_jobs_cancel)
+    jp = jobs_sub.add_parser(
+        "prune",
+        help="remove failed or old runs (never a running one, nor a checkpoint another run or eval still names)",
+    )
+    jp.add_argument("--failed", action="store_true", help="remove failed and lost runs")
+    jp.add_argument(
+        "--older-than",
+        type=float,
+        metavar="DAYS",
+        help="remove finished runs created more than DAYS days ago",
+    )
+    jp.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    jp.add_argument("--json", action="store_true", help="print the decisions as JSON")
+    jp.set_defaults(func=_jobs_prune)
 
 
 def _runs_dir() -> Path:
@@ -68,13 +94,11 @@ def _jobs_list(args: argparse.Namespace) -> int:
     if not items:
         out.print(f"no runs yet in {escape(str(_runs_dir()))}")
         return EXIT_OK
-    table = Table(title=f"runs in {escape(str(_runs_dir()))}")
-    for col in ("id", "job", "status", "engine", "steps", "last checkpoint / result"):
-        table.add_column(col, overflow="fold")
     colors = {"done": "green", "running": "blue", "failed": "red", "cancelled": "yellow", "lost": "red"}
+    rows: list[list[str]] = []
     for run_dir, m in items:
         if m is None:
-            table.add_row(escape(run_dir.name), "?", "[red]unreadable[/]", "", "", "")
+            rows.append([escape(run_dir.name), "?", "[red]unreadable[/]", "", "", ""])
             continue
         status = runs.effective_status(m)
         detail = m.last_checkpoint or ""
@@ -82,14 +106,25 @@ def _jobs_list(args: argparse.Namespace) -> int:
             detail = m.error
         elif m.result and "result_path" in m.result:
             detail = str(m.result["result_path"])
-        table.add_row(
-            escape(m.id),
-            escape(m.job),
-            f"[{colors.get(status, 'white')}]{status}[/]",
-            m.engine or "",
-            str(m.steps_done) if m.steps_done else "",
-            escape(detail[:80]),
+        rows.append(
+            [
+                escape(m.id),
+                escape(m.job),
+                f"[{colors.get(status, 'white')}]{status}[/]",
+                m.engine or "",
+                str(m.steps_done) if m.steps_done else "",
+                escape(" ".join(detail.split())),
+            ]
         )
+    # Fits the terminal: one line per run, long ids and details cut with an ellipsis (`--json` has them whole).
+    table = Table(title=f"runs in {escape(str(_runs_dir()))}")
+    widths = fit_columns(out.width, rows, JOBS_COLUMNS, ("engine", "steps"))
+    for (name, _, _), width in zip(JOBS_COLUMNS, widths, strict=True):
+        if width:
+            justify = "right" if name == "steps" else "left"
+            table.add_column(name, no_wrap=True, overflow="ellipsis", width=width, justify=justify)
+    for cells in rows:
+        table.add_row(*(cell for cell, width in zip(cells, widths, strict=True) if width))
     out.print(table)
     return EXIT_OK
 
@@ -124,5 +159,54 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     last = f"; last checkpoint {manifest.last_checkpoint}" if manifest.last_checkpoint else ""
-    console_out().print(f"{manifest.id}: {manifest.status}{last}")
+    console_out().print(f"{manifest.id}: {manifest.status}{escape(last)}")
+    return EXIT_OK
+
+
+def _jobs_prune(args: argparse.Namespace) -> int:
+    from machine_lsp.core import prune
+
+    if not args.failed and args.older_than is None:
+        console_err().print("[red]machine:[/] jobs prune needs --failed and/or --older-than DAYS")
+        return EXIT_USAGE
+    if args.older_than is not None and args.older_than < 0:
+        console_err().print("[red]machine:[/] --older-than takes a number of days (0 or more)")
+        return EXIT_USAGE
+    runs_dir = _runs_dir()
+    try:
+        decisions = prune.plan_prune(
+            runs_dir, failed=args.failed, older_than_days=args.older_than, project_dirs=[Path.cwd()]
+        )
+        removed = [] if args.dry_run else prune.remove_runs(runs_dir, decisions)
+    except OSError as exc:
+        console_err().print(
+            f"[red]machine:[/] store: {escape(str(runs_dir))}: {escape(exc.strerror or str(exc))}"
+        )
+        return 3
+    if args.json:
+        import msgspec
+
+        data = {"dry_run": args.dry_run, "decisions": msgspec.to_builtins(decisions)}
+        data["removed"] = [d.run_id for d in removed]
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    out = console_out()
+    if not decisions:
+        out.print("nothing to prune")
+        return EXIT_OK
+    table = Table(title="would remove" if args.dry_run else "prune", show_edge=False)
+    table.add_column("id", no_wrap=True, overflow="ellipsis", min_width=12)
+    table.add_column("status", no_wrap=True)
+    table.add_column("action", no_wrap=True)
+    table.add_column("why", overflow="fold", min_width=16)
+    removed_ids = {d.run_id for d in removed}
+    for d in decisions:
+        if d.action == "keep":
+            action = "[green]kept[/]"
+        elif args.dry_run:
+            action = "[yellow]would remove[/]"
+        else:
+            action = "[red]removed[/]" if d.run_id in removed_ids else "[green]kept[/]"
+        table.add_row(escape(d.run_id), d.status, action, escape(d.reason))
+    out.print(table)
     return EXIT_OK

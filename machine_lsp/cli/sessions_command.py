@@ -9,10 +9,10 @@ from pathlib import Path
 
 import msgspec
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli.consoles import console_err, console_out
 from machine_lsp.core.sessions import HARNESSES, find_sessions, project_root
 
 
@@ -48,7 +48,7 @@ def _sessions_command(args: argparse.Namespace) -> int:
         return 0
     if not sessions:
         where = f"{args.harness} sessions" if args.harness else "agent sessions"
-        Console(stderr=True).print(f"No {where} found for {escape(str(project))}.")
+        console_err(soft_wrap=False).print(f"No {where} found for {escape(str(project))}.")
         return 0
     # Fits 80 columns: fixed narrow columns, no vertical rules; the prompt takes what is left, cut with "…".
     table = Table(
@@ -66,8 +66,8 @@ def _sessions_command(args: argparse.Namespace) -> int:
         turns = "?" if s.turns is None else str(s.turns)
         prompt = escape(s.first_prompt) if s.first_prompt else f"[dim]{escape(s.problem or '')}[/dim]"
         table.add_row(s.harness, _when(s.updated), turns, escape(s.id), prompt)
-    Console().print(table)
-    Console(stderr=True).print(
+    console_out(soft_wrap=False).print(table)
+    console_err(soft_wrap=False).print(
         "[dim]tag a session's last turn: machine good --from last | --from SESSION-ID[:TURN][/dim]"
     )
     return 0

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
+from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.core.export import export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
@@ -41,11 +42,11 @@ class OutputError(Exception):
 
 
 def _out() -> Console:
-    return Console(soft_wrap=True)
+    return console_out()
 
 
 def _err() -> Console:
-    return Console(stderr=True, soft_wrap=True)
+    return console_err()
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
@@ -186,20 +187,34 @@ def _tagged_command(args: argparse.Namespace) -> int:
         if not records:
             _err().print(f"No tagged turns yet in {escape(str(store.tagged_path))}.")
             return EXIT_OK
+        out = _out()
+        rows = [_row_cells(record) for record in records]
         table = Table(title=f"Tagged turns ({len(records)})")
-        # Long texts are cut to one line each; `--json` has them whole.
-        table.add_column("id", style="dim", no_wrap=True, min_width=16)
-        table.add_column("verdict", no_wrap=True, min_width=7)
-        table.add_column("prompt", no_wrap=True, overflow="ellipsis", max_width=32)
-        table.add_column("answer", no_wrap=True, overflow="ellipsis", max_width=48)
-        table.add_column("note", no_wrap=True, overflow="ellipsis", max_width=32)
-        table.add_column("source", no_wrap=True, overflow="ellipsis", min_width=12)
-        for record in records:
-            table.add_row(*_row_cells(record))
+        # One line per turn, cut with an ellipsis to fit the terminal; `--json` has the texts whole.
+        widths = fit_columns(out.width, rows, TAGGED_COLUMNS, DROP_FIRST)
+        for (name, _, _), width in zip(TAGGED_COLUMNS, widths, strict=True):
+            if width:
+                style = "dim" if name == "id" else None
+                table.add_column(name, no_wrap=True, overflow="ellipsis", width=width, style=style)
+        for cells in rows:
+            table.add_row(*(cell for cell, width in zip(cells, widths, strict=True) if width))
         _out().print(table)
         return EXIT_OK
 
     return _guard(body)
+
+
+# (name, least width, most width): the flexible texts share what the fixed ones leave, never below their least.
+TAGGED_COLUMNS = (
+    ("id", 16, 16),
+    ("verdict", 4, 22),
+    ("prompt", 8, 40),
+    ("answer", 12, 80),
+    ("note", 8, 30),
+    ("source", 10, 28),
+)
+# On a terminal too narrow for every column at its least width, these go first (then `--json` has them).
+DROP_FIRST = ("note", "source", "prompt")
 
 
 def _row_cells(record: TagRecord) -> list[Any]:
@@ -214,9 +229,9 @@ def _row_cells(record: TagRecord) -> list[Any]:
     return [
         record.id,
         verdict,
-        escape(_short(prompt, 40)),
-        escape(_short(answer)),
-        escape(_short(record.note, 30)),
+        escape(_short(prompt, 200)),
+        escape(_short(answer, 200)),
+        escape(_short(record.note, 200)),
         escape(source),
     ]
 

@@ -1,6 +1,7 @@
 """`machine train sft|smoke|run`: the SFT scaffold, and the smoke and training runs as jobs with progress bars.
 
-Runs on Tinker cost money: without a terminal on stdin they need `--yes`; with one, they ask first.
+Runs on Tinker cost money: without a terminal on stdin they need `--yes`; with one, they ask first. `train run`
+with no machine.toml says which defaults it would use and asks the same way (job_support.ask: one asking rule).
 Eval verbs are in eval_commands, `machine jobs` in jobs_commands, the job rendering in job_render.
 """
 
@@ -20,6 +21,7 @@ from machine_lsp.cli.job_support import (
     add_job_args,
     cli_verb,
     confirm_cost,
+    confirm_defaults,
     console_out,
     resolved_engine,
 )
@@ -148,5 +150,6 @@ def _smoke(args: argparse.Namespace) -> int:
 @cli_verb
 def _run(args: argparse.Namespace) -> int:
     payload = _train_payload(args)
+    confirm_defaults(args, "train-run", payload)
     confirm_cost(args, resolved_engine(args), "train-run", payload)
     return run_job("train-run", payload, raw=args.json)

@@ -1,21 +1,27 @@
-"""`machine train validate [FILE] [--eval FILE] [--model M] [--renderer R] [--max-length N] [--json]`.
+"""`machine train validate [FILE] [--eval FILE] [--fix [--no-backup]] [--model M] [--renderer R] [--max-length N]
+[--json]`.
 
-Exit codes: 0 clean (warnings allowed), 1 errors in the data, 2 unreadable input or bad usage.
-Without FILE it validates the store's good rows as they would be exported for SFT.
+Exit codes (the CLI's one rule): 0 clean (warnings allowed), 1 errors in the data, 2 unreadable input or bad usage,
+3 the store (no FILE) or the fixed file cannot be read or written.
+Without FILE it validates the store's good rows as they would be exported for SFT. `--fix` applies every
+mechanical fix the validator offers (core.fixes), atomically, after a backup (`FILE.bak`), then validates again.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
 import msgspec
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli.consoles import console_err, console_out
+from machine_lsp.core.store import StoreError
 from machine_lsp.core.validate import (
     Finding,
     Report,
@@ -28,6 +34,8 @@ from machine_lsp.core.validate import (
 EXIT_OK = 0
 EXIT_DATA = 1
 EXIT_USAGE = 2
+EXIT_STORE = 3
+FIX_ROUNDS = 5  # a fix can reveal another (a row split off its neighbour's line is checked only then)
 MAX_PRINTED_FINDINGS = 200
 STORE_LABEL = "<store: good rows as SFT>"
 
@@ -52,23 +60,44 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     )
     parser.add_argument("--max-length", type=int, metavar="N", help="flag rows longer than N tokens")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply the mechanical fixes (role case, trailing commas, BOM, blank lines, rows sharing a line...) "
+        "in place, keeping a backup FILE.bak, then validate again",
+    )
+    parser.add_argument("--no-backup", action="store_true", help="with --fix: do not write FILE.bak")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    err = console_err(highlight=False)
     if args.max_length is not None and args.max_length <= 0:
         err.print("machine: --max-length must be a positive number of tokens")
         return EXIT_USAGE
     if args.file is None and args.eval_file is not None:
         err.print("machine: --eval needs a training FILE to compare against")
         return EXIT_USAGE
+    if (args.fix or args.no_backup) and args.file is None:
+        err.print("machine: --fix needs a FILE (the store is fixed by tagging again)")
+        return EXIT_USAGE
+    if args.no_backup and not args.fix:
+        err.print("machine: --no-backup goes with --fix")
+        return EXIT_USAGE
+    if args.fix:
+        code = _fix_file(args.file, backup=not args.no_backup, quiet=args.json)
+        if code is not None:
+            return code
     tokens_wanted = bool(args.model or args.renderer or args.max_length)
     data: bytes | None = None
     eval_data: bytes | None = None
     try:
         if args.file is None:
-            data = _store_sft_bytes()
+            try:
+                data = _store_sft_bytes()
+            except StoreError as exc:
+                err.print(f"machine: store: {escape(str(exc))}")
+                return EXIT_STORE
             report = validate_bytes(data, "train", file=STORE_LABEL)
         else:
             report = validate_path(args.file, args.eval_file)
@@ -109,13 +138,53 @@ def run(args: argparse.Namespace) -> int:
 def _store_sft_bytes() -> bytes:
     from machine_lsp.core.export import export_sft
     from machine_lsp.core.schema import encode_training_row
-    from machine_lsp.core.store import Store, StoreError
+    from machine_lsp.core.store import Store
 
-    try:
-        records = Store.open().records()
-    except StoreError as exc:
-        raise UnreadableFile(f"the store cannot be read: {exc}") from None
+    records = Store.open().records()  # a StoreError is exit 3, as for every verb that reads the store
     return b"".join(encode_training_row(row) + b"\n" for row in export_sft(records))
+
+
+def _fix_file(path: str, *, backup: bool, quiet: bool) -> int | None:
+    """Apply the fixes in place (backup first, atomic replace keeping the mode); an exit code when it cannot."""
+    from machine_lsp.core.fixes import apply_fixes
+    from machine_lsp.core.safe_files import write_output
+
+    out = console_out(highlight=False, stderr=quiet)  # with --json, stdout carries only the report
+    err = console_err(highlight=False)
+    try:
+        original = read_input(path)
+    except UnreadableFile as exc:
+        err.print(f"machine: {escape(str(exc))}")
+        return EXIT_USAGE
+    data, applied, skipped = original, [], []
+    for _ in range(FIX_ROUNDS):
+        data, outcome = apply_fixes(data, validate_bytes(data, "auto", file=path).findings)
+        applied.extend(outcome.applied)
+        skipped = outcome.skipped  # the last round's: what is still left over
+        if not outcome.applied:
+            break
+    if not applied:
+        out.print(f"{escape(path)}: nothing to fix")
+        return None
+    backup_path = f"{path}.bak"
+    try:
+        if backup:
+            write_output(backup_path, original)
+            os.chmod(backup_path, stat.S_IMODE(os.stat(path).st_mode))  # as private as the original
+        write_output(path, data)
+    except OSError as exc:
+        err.print(f"machine: cannot write {escape(exc.filename or path)}: {escape(exc.strerror or str(exc))}")
+        return EXIT_STORE
+    kept = f" (the original is in {escape(backup_path)})" if backup else ""
+    out.print(f"[green]fixed {len(applied)} finding{'s' * (len(applied) != 1)}[/] in {escape(path)}{kept}:")
+    for f in applied:
+        out.print(f"  [bold]{f.code}[/bold] line {f.line}: {escape(f.fix.title if f.fix else '')}")
+    for f in skipped:
+        out.print(
+            f"  [yellow]not fixed[/] [bold]{f.code}[/bold] line {f.line}: {escape(f.fix.title if f.fix else '')}"
+            " overlaps another fix; run --fix again"
+        )
+    return None
 
 
 def _add_readiness(report: Report, readiness: Any) -> None:
@@ -156,7 +225,7 @@ def _as_json(report: Report) -> dict[str, Any]:
 
 
 def _print_human(report: Report) -> None:
-    console = Console(soft_wrap=True, highlight=False)
+    console = console_out(highlight=False)
     reports = [report] + ([report.eval_report] if report.eval_report is not None else [])
     for one in reports:
         shown = one.findings[:MAX_PRINTED_FINDINGS]
@@ -165,6 +234,7 @@ def _print_human(report: Report) -> None:
             console.print(
                 f"{escape(one.file)}:{f.line}:{f.column}: [{colour}]{f.severity}[/{colour}] "
                 f"[bold]{f.code}[/bold] {escape(f.message)}"
+                + (f" [dim](fix: {escape(f.fix.title)})[/dim]" if f.fix else "")
             )
         if len(one.findings) > len(shown):
             console.print(
@@ -205,5 +275,8 @@ def _print_human(report: Report) -> None:
             f"{escape(one.file)}: {escape(tokens['model'])} via renderer {escape(tokens['renderer'])}: "
             + ("; ".join(parts) or "no rows rendered")
         )
+    fixable = sum(1 for one in reports for f in one.findings if f.fix)
+    if fixable and report.file != STORE_LABEL:
+        console.print(f"{fixable} finding{'s' * (fixable != 1)} can be fixed with [bold]--fix[/bold]")
     if report.file == STORE_LABEL and report.rows == 0:
         console.print("the store has no good rows yet: tag some with `machine good --from FILE`")

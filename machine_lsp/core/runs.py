@@ -129,18 +129,16 @@ def check_runs_dir(runs_dir: Path) -> None:
     check_real_dir(runs_dir)
 
 
-def create_run_dir(runs_dir: Path, job: str, *, cwd: Path, args: dict[str, Any]) -> tuple[Path, RunManifest]:
-    check_runs_dir(runs_dir)
-    runs_dir.mkdir(parents=True, exist_ok=True)
+def plan_run(runs_dir: Path, job: str, *, cwd: Path, args: dict[str, Any]) -> tuple[Path, RunManifest]:
+    """A run's id, directory and first manifest, without creating anything yet (see `materialize_run`).
+
+    A job decides its run directory lazily: validation and a refused pre-flight never leave one behind.
+    """
     check_runs_dir(runs_dir)
     for _ in range(10):
         run_id = new_run_id(job)
-        run_dir = runs_dir / run_id
-        try:
-            run_dir.mkdir()
+        if not (runs_dir / run_id).exists():
             break
-        except FileExistsError:
-            continue
     else:  # pragma: no cover - ten collisions of 16 random bits within one second
         raise RuntimeError("could not allocate a run id")
     stamp = now_iso()
@@ -155,8 +153,29 @@ def create_run_dir(runs_dir: Path, job: str, *, cwd: Path, args: dict[str, Any])
         pid_start=process_start_ticks(os.getpid()),
         args=args,
     )
+    return runs_dir / run_id, manifest
+
+
+def materialize_run(run_dir: Path, manifest: RunManifest) -> None:
+    """Create a planned run directory (never an existing one) and write its manifest."""
+    runs_dir = run_dir.parent
+    check_runs_dir(runs_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    check_runs_dir(runs_dir)
+    run_dir.mkdir()
     write_manifest(run_dir, manifest)
-    return run_dir, manifest
+
+
+def create_run_dir(runs_dir: Path, job: str, *, cwd: Path, args: dict[str, Any]) -> tuple[Path, RunManifest]:
+    """Plan and create a run directory at once (`train_sft.py` runs record themselves this way)."""
+    for _ in range(10):
+        run_dir, manifest = plan_run(runs_dir, job, cwd=cwd, args=args)
+        try:
+            materialize_run(run_dir, manifest)
+        except FileExistsError:
+            continue
+        return run_dir, manifest
+    raise RuntimeError("could not allocate a run id")  # pragma: no cover
 
 
 def pid_alive(pid: int) -> bool:

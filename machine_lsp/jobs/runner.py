@@ -4,8 +4,11 @@
 
 * moves the real stdout to a private descriptor used only for events, and points fd 1 at stderr, so a stray
   ``print`` in a library can never corrupt the event stream;
-* creates ``.machine/runs/<id>/`` (manifest.json status ``running``), and tees fd 2 (everything written to stderr,
-  including C-level output) into ``stderr.log``;
+* plans ``.machine/runs/<id>/`` but creates it (manifest.json status ``running``, events.jsonl with the events so
+  far, fd 2 teed into ``stderr.log``) only when the verb first needs it (``ctx.run_dir``: a data snapshot, a
+  trainer, a checkpoint). A job that never does (the ``validate`` job) leaves no run behind, and neither does one
+  *refused* before it started work: an expected failure (:class:`JobError`) before any step, checkpoint or eval
+  result (no data, 0 rows, Tinker without a key, no eval set) removes the directory it may have created;
 * turns SIGTERM/SIGINT into :class:`Cancelled` raised in the main thread; the manifest ends ``cancelled`` with the
   last checkpoint recorded;
 * on an expected failure (:class:`JobError`) writes the message only; on a crash writes the traceback to
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -59,15 +63,22 @@ class Cancelled(BaseException):
 
 
 class _EventSink:
-    """Writes events to the private stdout descriptor and to events.jsonl, one whole line at a time."""
+    """Writes events to the private stdout descriptor and to events.jsonl, one whole line at a time.
+
+    Until the run directory exists the events.jsonl lines are kept in memory and written when it is attached.
+    """
 
     def __init__(self, fd: int | None) -> None:
         self._fd = fd
         self._file: Any = None
+        self._pending: list[bytes] = []
         self._lock = threading.Lock()
 
     def attach(self, path: Path) -> None:
-        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the job
+        with self._lock:
+            self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - lives as long as the job
+            self._file.write(b"".join(self._pending))
+            self._pending.clear()
 
     def write(self, event: ev.Event) -> None:
         line = redact_urls_bytes(ev.encode_event(event))  # no URL credentials in the stream or events.jsonl
@@ -80,6 +91,8 @@ class _EventSink:
                     self._fd = None
             if self._file is not None:
                 self._file.write(line)
+            else:
+                self._pending.append(line)
 
     def close(self) -> None:
         with self._lock:
@@ -142,17 +155,43 @@ class JobContext:
         self, job: str, run_dir: Path, manifest: runs.RunManifest, sink: _EventSink, cwd: Path
     ) -> None:
         self.job = job
-        self.run_dir = run_dir
+        self.planned_run_dir = run_dir
         self.manifest = manifest
         self.cwd = cwd
         self._sink = sink
         self._last_progress = 0.0
+        self._tee: _StderrTee | None = None
+        self.work_started = False  # a step, checkpoint or eval result was reported: no longer a pre-flight
 
     @property
     def run_id(self) -> str:
         return self.manifest.id
 
+    @property
+    def run_created(self) -> bool:
+        return self._tee is not None
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory, created on first use (the pre-flight checks before it leave nothing behind)."""
+        if self._tee is None:
+            _Shield.depth += 1  # a cancel waits until the directory, its manifest and its logs are in place
+            try:
+                runs.materialize_run(self.planned_run_dir, self.manifest)
+                self._sink.attach(self.planned_run_dir / runs.EVENTS)
+                self._tee = _StderrTee(self.planned_run_dir / runs.STDERR)
+            finally:
+                _end_setup_shield()
+        return self.planned_run_dir
+
+    def close(self) -> None:
+        if self._tee is not None:
+            self._tee.close()
+        self._sink.close()
+
     def emit(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Step | ev.Checkpoint | ev.Eval):
+            self.work_started = True
         self._sink.write(event)
 
     def log(self, message: str, level: str = "info") -> None:
@@ -167,7 +206,9 @@ class JobContext:
             self.emit(ev.Progress(done=done, total=total, message=message))
 
     def save_manifest(self) -> None:
-        runs.write_manifest(self.run_dir, self.manifest)
+        """Written once the run directory exists; before that the manifest lives in memory."""
+        if self.run_created:
+            runs.write_manifest(self.planned_run_dir, self.manifest)
 
     def update(self, **fields: Any) -> None:
         for key, value in fields.items():
@@ -193,6 +234,7 @@ class JobContext:
     def add_checkpoint(
         self, name: str, address: str, step: int, *, final: bool = False, state: str | None = None
     ) -> None:
+        self.run_dir  # noqa: B018 - a checkpoint is work: its run is recorded from here on
         record = runs.CheckpointRecord(
             name=name, address=address, step=step, created_at=runs.now_iso(), final=final, state=state
         )
@@ -266,17 +308,14 @@ def run(
         return EXIT_CANCELLED
     args_dict = msgspec.to_builtins(args)
 
-    # From here until the run is recorded, a cancel is remembered rather than raised: raised in the middle of
-    # the set-up it would leave a manifest that says "running" forever.
-    _Shield.depth += 1
     try:
-        run_dir, manifest = runs.create_run_dir(runs_dir_for(cwd), job, cwd=cwd, args=args_dict)
+        run_dir, manifest = runs.plan_run(runs_dir_for(cwd), job, cwd=cwd, args=args_dict)
     except OSError as exc:
-        sink.write(ev.Error(message=f"cannot create the run directory: {exc}", kind="input"))
+        sink.write(ev.Error(message=f"cannot use the runs directory: {exc}", kind="input"))
         return EXIT_FAILED
-    sink.attach(run_dir / runs.EVENTS)
-    tee = _StderrTee(run_dir / runs.STDERR)
     ctx = JobContext(job, run_dir, manifest, sink, cwd)
+    # Until the verb runs, a cancel is remembered rather than raised (and honoured in _run_verb).
+    _Shield.depth += 1
     code = EXIT_FAILED
     try:
         code = _run_verb(ctx, verb, args)
@@ -289,9 +328,23 @@ def run(
             ctx.emit(ev.Error(message="cancelled", kind="cancelled"))
         code = EXIT_CANCELLED
     finally:
-        tee.close()
-        sink.close()
+        ctx.close()
+    if _refused(ctx):
+        shutil.rmtree(ctx.planned_run_dir, ignore_errors=True)
     return code
+
+
+def _refused(ctx: JobContext) -> bool:
+    """An expected failure before any step, checkpoint or eval result: a refused pre-flight, not a run."""
+    m = ctx.manifest
+    return (
+        ctx.run_created
+        and m.status == "failed"
+        and m.error_kind not in (None, "crash")
+        and not ctx.work_started
+        and not m.checkpoints
+        and m.steps_done == 0
+    )
 
 
 def _open_event_sink(events_fd: int | None) -> _EventSink:
@@ -311,7 +364,7 @@ def _open_event_sink(events_fd: int | None) -> _EventSink:
 
 def _run_verb(ctx: JobContext, verb: Verb, args: Any) -> int:
     """Start, run the verb, and record how it ended (done, failed, crashed, cancelled): the exit code."""
-    job, run_dir, manifest = ctx.job, ctx.run_dir, ctx.manifest
+    job, run_dir, manifest = ctx.job, ctx.planned_run_dir, ctx.manifest
     try:
         _end_setup_shield()  # a cancel that arrived during set-up is honoured here, and recorded
         ctx.emit(ev.Start(job=job, run_id=manifest.id, run_dir=str(run_dir), message=f"{job} started"))
@@ -335,10 +388,11 @@ def _run_verb(ctx: JobContext, verb: Verb, args: Any) -> int:
         return EXIT_FAILED
     except Exception as exc:
         _block_signals()
+        stderr_log = ctx.run_dir / runs.STDERR  # a crash keeps its run, with the traceback in stderr.log
         traceback.print_exc()
         message = f"{type(exc).__name__}: {exc}"
         ctx.update(status="failed", error=message, error_kind="crash", finished_at=runs.now_iso())
-        ctx.emit(ev.Error(message=f"{message} (traceback in {run_dir / runs.STDERR})", kind="crash"))
+        ctx.emit(ev.Error(message=f"{message} (traceback in {stderr_log})", kind="crash"))
         return EXIT_FAILED
     _block_signals()
     ctx.update(status="done", result=result, finished_at=runs.now_iso())

@@ -21,11 +21,15 @@ class A(msgspec.Struct, forbid_unknown_fields=True):
     mode: str
 
 def verb(ctx, a):
+    if a.mode in ("ok", "input-late", "input-after-step"):
+        ctx.run_dir  # what a data snapshot or a trainer does: the run directory is created here
     print("stray print from a library")
     print("a warning on stderr", file=sys.stderr)
     if a.mode == "crash":
         return {"x": 1 / 0}, "unreachable"
-    if a.mode == "input":
+    if a.mode == "input-after-step":
+        ctx.emit(ev.Step(step=1, total=2, loss=1.0, lr=1e-3, tokens=5, seconds_per_step=0.02))
+    if a.mode.startswith("input"):
         raise JobError("data.jsonl:3: row has no assistant message", kind="input")
     if a.mode == "slow":
         for step in range(1, 100000):
@@ -126,9 +130,31 @@ def test_expected_failure_has_message_without_traceback(project: Path, job_env, 
         "message": "data.jsonl:3: row has no assistant message",
         "kind": "input",
     }
+    assert "Traceback" not in err
+    # refused before any work (no step, checkpoint or result): a pre-flight, not a run, so no run directory
+    assert not (project / ".machine" / "runs").exists()
+
+
+def test_refused_after_the_run_dir_was_made_leaves_no_run(project: Path, job_env) -> None:
+    code, events, _ = _finish(_start(project, {"mode": "input-late"}, job_env))
+    assert code == 1 and events[-1]["kind"] == "input"
+    assert list((project / ".machine" / "runs").iterdir()) == []
+
+
+def test_a_failure_after_work_started_keeps_its_run(project: Path, job_env, only_run_dir) -> None:
+    code, events, _ = _finish(_start(project, {"mode": "input-after-step"}, job_env))
+    assert code == 1 and events[-1]["kind"] == "input"
     run_dir = only_run_dir(project)
     assert _manifest(run_dir)["status"] == "failed"
-    assert "Traceback" not in (run_dir / "stderr.log").read_text() and "Traceback" not in err
+    assert "Traceback" not in (run_dir / "stderr.log").read_text()
+    logged = [json.loads(line)["event"] for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert logged == ["start", "step", "error"]  # the events from before the directory existed are kept
+
+
+def test_a_job_that_never_needs_a_run_dir_leaves_none(project: Path, job_env) -> None:
+    code, events, _ = _finish(_start(project, {"mode": "quiet"}, job_env))
+    assert code == 0 and events[-1]["event"] == "done"
+    assert not (project / ".machine" / "runs").exists()
 
 
 def test_bad_args_is_a_usage_error_without_run_dir(project: Path, job_env, only_run_dir) -> None:

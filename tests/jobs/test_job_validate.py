@@ -30,15 +30,15 @@ def test_validate_job_streams_progress_then_done(project: Path, run_job, only_ru
     assert len(result["findings"]) == len(direct.findings)
     bad = [f for f in result["findings"] if f["severity"] == "error"]
     assert bad[0]["line"] == 11 and bad[0]["code"] == "json-invalid"
-    manifest = json.loads((only_run_dir(project) / "manifest.json").read_text())
-    assert manifest["status"] == "done" and manifest["result"]["rows"] == direct.rows
+    assert events[-1]["result"]["rows"] == direct.rows
+    assert not (project / ".machine" / "runs").exists()  # validation is not a run: no run directory
 
 
 def test_validate_job_missing_file_is_a_precise_failure(project: Path, run_job, only_run_dir) -> None:
     code, events, _ = run_job(project, "validate", {"path": "nope.jsonl"})
     assert code == 1
     assert events[-1] == {"event": "error", "message": "nope.jsonl: no such file", "kind": "input"}
-    assert json.loads((only_run_dir(project) / "manifest.json").read_text())["status"] == "failed"
+    assert not (project / ".machine" / "runs").exists()
 
 
 def test_unknown_verb_and_bad_args(project: Path, run_job) -> None:

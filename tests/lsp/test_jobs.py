@@ -114,8 +114,7 @@ async def test_cancel_from_progress(vscode, big_file):
     result = await asyncio.wait_for(task, WAIT)
     assert result["status"] == "cancelled"
     assert pid_gone(job["pid"])
-    manifest = json.loads((Path(result["run_dir"]) / "manifest.json").read_text())
-    assert manifest["status"] == "cancelled"
+    assert not Path(result["run_dir"]).exists()  # validation is not a run: it leaves no run directory
     assert any(m.type == types.MessageType.Warning and "cancelled" in m.message for m in client.messages)
 
 
@@ -217,8 +216,7 @@ async def test_shutdown_cancels_running_jobs_as_the_cancel_command_does(vscode, 
     await asyncio.wait_for(client.shutdown_session(), WAIT)
     await until(lambda: pid_gone(job["pid"]), "the child to exit")
     run_dir = next(e.run_dir for e in client.job_events if e.event == "start" and e.job_id == job["job_id"])
-    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
-    assert manifest["status"] == "cancelled", manifest
+    assert not Path(run_dir).exists()  # nothing can say "running" or "lost": validation keeps no run
 
 
 def _eval_result(name: str, outputs: list[str]) -> bytes:

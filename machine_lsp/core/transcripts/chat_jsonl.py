@@ -46,9 +46,10 @@ class ChatJsonlAdapter:
         try:
             row = training_row_from_obj(obj)
         except msgspec.ValidationError as exc:
-            raise TranscriptError(
-                uri, f"not a chat row: {exc}", line_no, _shape_error_column(line_text, line_no)
-            ) from None
+            message, column = _shape_error(
+                line_text, line_no
+            )  # the validator's words and code where it has them
+            raise TranscriptError(uri, message or f"not a chat row: {exc}", line_no, column) from None
         messages = row.messages
         answer_index = next(
             (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), None
@@ -96,15 +97,18 @@ def text_turns_only(messages: list[Message]) -> list[Message]:
     return kept
 
 
-def _shape_error_column(line_text: str, line_no: int) -> int | None:
-    """Column of the first shape error, borrowed from the validator when it is available (it locates keys)."""
+def _shape_error(line_text: str, line_no: int) -> tuple[str | None, int]:
+    """The validator's first error on the line as `message (code)`, and its column: tagging and validation say
+    the same thing about a bad row (e.g. `unknown role "Assistant" ...; did you mean "assistant"? (role-unknown)`)."""
     try:
         from machine_lsp.core.validate import check_line
     except ImportError:
-        return 1
+        return None, 1
     try:
         findings = check_line(line_text, line_no, "train").findings
     except Exception:  # the validator is a convenience here; never let it hide the real error
-        return 1
+        return None, 1
     errors = [finding for finding in findings if finding.severity == "error"]
-    return errors[0].column if errors else 1
+    if not errors:
+        return None, 1
+    return f"{errors[0].message} ({errors[0].code})", errors[0].column
