@@ -323,7 +323,7 @@ def test_a_shape_error_points_at_the_offending_value(tmp_path: Path) -> None:
         turn_at(load_turns(path), 1)
     assert (error.value.line, error.value.column) == (1, 22)  # the "robot" value
     assert str(error.value).endswith(
-        ': unknown role "robot" (expected system, user, assistant or tool) (role-unknown)'
+        ': unknown role "robot" (expected system, developer, user, assistant or tool) (role-unknown)'
     )
 
 
