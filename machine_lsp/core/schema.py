@@ -50,7 +50,8 @@ class Message(msgspec.Struct, omit_defaults=True):
     say whether an assistant message is trained on."""
 
     role: Role
-    content: str | list[ContentPart] | None = ""
+    # Default None (made "" below) rather than "": omit_defaults must never drop an empty content on encode.
+    content: str | list[ContentPart] | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None

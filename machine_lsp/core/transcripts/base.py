@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import msgspec
 
-from machine_lsp.core.schema import Message, Source
+from machine_lsp.core.schema import Message, Source, ToolCall, ToolFunction
 
 
 class Turn(msgspec.Struct, omit_defaults=True):
@@ -114,6 +115,24 @@ def decode_json_line(line_text: str, uri: str, line_no: int) -> Any:
 
 
 SNIFF_LINES = 8
+
+
+def any_line_decodes_to(lines: list[str], looks_like: Callable[[Any], bool]) -> bool:
+    """Whether one of the first SNIFF_LINES lines decodes to JSON that `looks_like` claims (a format's sniffer)."""
+    for line in lines[:SNIFF_LINES]:
+        try:
+            obj = msgspec.json.decode(line)
+        except (msgspec.DecodeError, RecursionError):
+            continue
+        if looks_like(obj):
+            return True
+    return False
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:
+    """An OpenAI-style tool call from a harness's decoded arguments (None: no arguments, an empty object)."""
+    encoded = msgspec.json.encode(arguments if arguments is not None else {}).decode()
+    return ToolCall(id=call_id, function=ToolFunction(name=name, arguments=encoded))
 
 
 def json_objects(text: str, uri: str, result: TurnList) -> list[tuple[int, dict[str, Any]]]:

@@ -31,8 +31,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import msgspec
-
 from machine_lsp.core.schema import (
     ContentPart,
     Message,
@@ -40,9 +38,15 @@ from machine_lsp.core.schema import (
     TextPart,
     ThinkingPart,
     ToolCall,
-    ToolFunction,
 )
-from machine_lsp.core.transcripts.base import SNIFF_LINES, TranscriptError, Turn, TurnList, json_objects
+from machine_lsp.core.transcripts.base import (
+    TranscriptError,
+    Turn,
+    TurnList,
+    any_line_decodes_to,
+    json_objects,
+    tool_call,
+)
 
 HARNESS = "claude-code"
 CHECKED_VERSIONS = "2.1.332 (run in tests), 2.0.46 (public log)"
@@ -97,14 +101,7 @@ class ClaudeCodeAdapter:
         return self.sniff_lines([first_line])
 
     def sniff_lines(self, lines: list[str]) -> bool:
-        for line in lines[:SNIFF_LINES]:
-            try:
-                obj = msgspec.json.decode(line)
-            except (msgspec.DecodeError, RecursionError):
-                continue
-            if looks_like_claude_code(obj):
-                return True
-        return False
+        return any_line_decodes_to(lines, looks_like_claude_code)
 
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _Reader(text, uri, trace=trace, thinking=thinking).read()
@@ -488,14 +485,10 @@ class _Reader:
             elif kind == "tool_use":
                 arguments = block.get("input")
                 builder.tool_calls.append(
-                    ToolCall(
-                        id=str(block.get("id") or f"call_{node.line}_{len(builder.tool_calls)}"),
-                        function=ToolFunction(
-                            name=str(block.get("name") or ""),
-                            arguments=msgspec.json.encode(
-                                arguments if arguments is not None else {}
-                            ).decode(),
-                        ),
+                    tool_call(
+                        str(block.get("id") or f"call_{node.line}_{len(builder.tool_calls)}"),
+                        str(block.get("name") or ""),
+                        arguments,
                     )
                 )
             elif kind == "image":

@@ -41,7 +41,7 @@ from machine_lsp.core.schema import (
     ToolCall,
     ToolFunction,
 )
-from machine_lsp.core.transcripts.base import SNIFF_LINES, Turn, TurnList, json_objects
+from machine_lsp.core.transcripts.base import Turn, TurnList, any_line_decodes_to, json_objects
 
 HARNESS = "codex"
 CHECKED_VERSIONS = "0.171.0 (run in tests), 0.40.0 (public rollout)"
@@ -82,14 +82,7 @@ class CodexAdapter:
         return self.sniff_lines([first_line])
 
     def sniff_lines(self, lines: list[str]) -> bool:
-        for line in lines[:SNIFF_LINES]:
-            try:
-                obj = msgspec.json.decode(line)
-            except (msgspec.DecodeError, RecursionError):
-                continue
-            if looks_like_codex(obj):
-                return True
-        return False
+        return any_line_decodes_to(lines, looks_like_codex)
 
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _Reader(text, uri, trace=trace, thinking=thinking).read()

@@ -42,10 +42,9 @@ from machine_lsp.core.schema import (
     TextPart,
     ThinkingPart,
     ToolCall,
-    ToolFunction,
     text_of,
 )
-from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList
+from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 
 HARNESS = "opencode"
@@ -425,12 +424,7 @@ class _Reader:
                 state = tool.get("state") if isinstance(tool.get("state"), dict) else {}
                 arguments = state.get("input") if state.get("input") is not None else {}
                 name = _str(tool.get("tool"))
-                tool_calls.append(
-                    ToolCall(
-                        id=call_id,
-                        function=ToolFunction(name=name, arguments=msgspec.json.encode(arguments).decode()),
-                    )
-                )
+                tool_calls.append(tool_call(call_id, name, arguments))
                 tool_messages.append(
                     Message(role="tool", content=_tool_output(state), tool_call_id=call_id, name=name)
                 )

@@ -32,9 +32,8 @@ from machine_lsp.core.schema import (
     TextPart,
     ThinkingPart,
     ToolCall,
-    ToolFunction,
 )
-from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line
+from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 
 HARNESS = "pi"
@@ -518,14 +517,10 @@ class _SessionReader:
             elif kind == "toolCall" and self.trace:
                 arguments = part.get("arguments")
                 tool_calls.append(
-                    ToolCall(
-                        id=str(part.get("id") or f"call_{line}_{len(tool_calls)}"),
-                        function=ToolFunction(
-                            name=str(part.get("name") or ""),
-                            arguments=msgspec.json.encode(
-                                arguments if arguments is not None else {}
-                            ).decode(),
-                        ),
+                    tool_call(
+                        str(part.get("id") or f"call_{line}_{len(tool_calls)}"),
+                        str(part.get("name") or ""),
+                        arguments,
                     )
                 )
             elif kind == "image":
