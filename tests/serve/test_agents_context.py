@@ -19,7 +19,7 @@ CAPTURE = Path(__file__).resolve().parents[1] / "capture"
 if str(CAPTURE) not in sys.path:
     sys.path.insert(0, str(CAPTURE))
 
-from agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
+from capture_agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.agents]
 

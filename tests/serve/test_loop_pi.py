@@ -21,8 +21,8 @@ CAPTURE = Path(__file__).resolve().parents[1] / "capture"
 if str(CAPTURE) not in sys.path:
     sys.path.insert(0, str(CAPTURE))
 
-import agents  # noqa: E402
-from agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
+import capture_agents  # noqa: E402
+from capture_agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.agents]
 QUESTIONS = [(3, 4), (12, 30)]
@@ -59,7 +59,7 @@ def test_pi_uses_the_served_checkpoint_and_the_trained_one_answers_in_the_tagged
             pytest.fail(f"{exc} (CI must run the real agents)")
         pytest.skip(str(exc))
     # Pi's ~1.5k-token prompt is prefilled on the CPU: allow more than the capture suite's 120 s per prompt.
-    monkeypatch.setattr(agents, "RUN_TIMEOUT_S", 600)
+    monkeypatch.setattr(capture_agents, "RUN_TIMEOUT_S", 600)
     port = free_port()
     run = AgentRun("pi", tmp_path / "pi", SimpleNamespace(base_url=f"http://127.0.0.1:{port}"))
     project = run.project
