@@ -62,7 +62,8 @@ def trained_project(
     (root / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     done = machine(
         root,
-        *("train", "run", "--data", "train.jsonl", "--steps", "8", "--lr", "1e-3", "--batch-size", "4"),
+        *("train", "run", "--yes", "--data", "train.jsonl", "--steps", "8"),
+        *("--lr", "1e-3", "--batch-size", "4"),
         *("--save-every", "0"),
         timeout=600,
     )

@@ -91,7 +91,7 @@ def test_pi_uses_the_served_checkpoint_and_the_trained_one_answers_in_the_tagged
 
     trained = machine(
         project,
-        *("train", "run", "--steps", "6", "--lr", "1e-3", "--batch-size", "2", "--save-every", "0"),
+        *("train", "run", "--yes", "--steps", "6", "--lr", "1e-3", "--batch-size", "2", "--save-every", "0"),
         timeout=1800,
     )
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
