@@ -7,23 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from machine_lsp.jobs.runner import JobContext, JobError
-from machine_lsp.scaffold.config import ConfigError, MachineConfig, apply_overrides, load_project_config
-
-TRAIN_KEYS = (
-    "engine",
-    "model",
-    "data",
-    "epochs",
-    "steps",
-    "learning_rate",
-    "lr_schedule",
-    "rank",
-    "alpha",
-    "batch_size",
-    "save_every",
-    "max_length",
-    "seed",
-    "threads",
+from machine_lsp.scaffold.config import (
+    ConfigError,
+    MachineConfig,
+    apply_overrides,
+    load_project_config,
 )
 
 

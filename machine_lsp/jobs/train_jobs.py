@@ -22,10 +22,10 @@ import msgspec
 from machine_lsp.core import runs
 from machine_lsp.core.schema import TrainingRow
 from machine_lsp.jobs import events as ev
-from machine_lsp.jobs.common import TRAIN_KEYS, make_engine, project_config, renderer_for
+from machine_lsp.jobs.common import make_engine, project_config, renderer_for
 from machine_lsp.jobs.data import training_data
 from machine_lsp.jobs.runner import JobContext, JobError
-from machine_lsp.scaffold.config import TrainSection
+from machine_lsp.scaffold.config import TRAIN_KEYS, TrainSection
 from machine_lsp.scaffold.support import lr_at, schedule
 
 SMOKE_STEPS = 2

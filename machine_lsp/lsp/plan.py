@@ -18,8 +18,7 @@ CHECKPOINT_ENGINES = {"tinker://": "tinker", "local://": "local"}
 
 
 def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
-    from machine_lsp.jobs.common import TRAIN_KEYS
-    from machine_lsp.scaffold.config import ConfigError, apply_overrides, load_project_config
+    from machine_lsp.scaffold.config import TRAIN_KEYS, ConfigError, apply_overrides, load_project_config
     from machine_lsp.scaffold.estimate import SMOKE_STEPS, estimate_job
 
     training = verb in TRAIN_VERBS

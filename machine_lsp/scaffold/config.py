@@ -25,6 +25,25 @@ class ConfigError(ValueError):
     """The config file is missing, malformed or holds an invalid value; the message names the file and key."""
 
 
+#: The `[train]` settings a job's arguments can override (the train jobs and the server's run plans).
+TRAIN_KEYS = (
+    "engine",
+    "model",
+    "data",
+    "epochs",
+    "steps",
+    "learning_rate",
+    "lr_schedule",
+    "rank",
+    "alpha",
+    "batch_size",
+    "save_every",
+    "max_length",
+    "seed",
+    "threads",
+)
+
+
 class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     engine: EngineName = "local"
     model: str | None = None  # None: the engine's default model
