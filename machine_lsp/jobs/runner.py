@@ -334,6 +334,10 @@ def run(
     return code
 
 
+#: Jobs that leave no run directory when they succeed: checking a file is not a run.
+RUNLESS_JOBS = frozenset({"validate"})
+
+
 def _refused(ctx: JobContext) -> bool:
     """An expected failure before any step, checkpoint or eval result: a refused pre-flight, not a run."""
     m = ctx.manifest
@@ -395,6 +399,9 @@ def _run_verb(ctx: JobContext, verb: Verb, args: Any) -> int:
         ctx.emit(ev.Error(message=f"{message} (traceback in {stderr_log})", kind="crash"))
         return EXIT_FAILED
     _block_signals()
+    if job not in RUNLESS_JOBS:
+        # A finished job is a run on record even if it saved nothing there (an eval writes its result elsewhere).
+        ctx.run_dir  # noqa: B018
     ctx.update(status="done", result=result, finished_at=runs.now_iso())
     ctx.emit(ev.Done(result=result, message=message))
     return EXIT_DONE

@@ -151,10 +151,12 @@ def test_a_failure_after_work_started_keeps_its_run(project: Path, job_env, only
     assert logged == ["start", "step", "error"]  # the events from before the directory existed are kept
 
 
-def test_a_job_that_never_needs_a_run_dir_leaves_none(project: Path, job_env) -> None:
+def test_a_finished_job_is_on_record_even_if_it_saved_nothing(project: Path, job_env, only_run_dir) -> None:
+    """A job that ends done is a run (an eval writes its result outside the run dir); only the validate job and
+    refused pre-flights leave no run directory."""
     code, events, _ = _finish(_start(project, {"mode": "quiet"}, job_env))
     assert code == 0 and events[-1]["event"] == "done"
-    assert not (project / ".machine" / "runs").exists()
+    assert _manifest(only_run_dir(project))["status"] == "done"
 
 
 def test_bad_args_is_a_usage_error_without_run_dir(project: Path, job_env, only_run_dir) -> None:

@@ -324,7 +324,8 @@ class _Reader:
         Parallel tool calls branch the tree: each `tool_use` line of one message can be the parent of its own
         `tool_result` line, so a path holds only some of them. As the harness does, the first line of a message
         brings every line sharing its `message.id`, and the first tool result after it brings the results of all
-        of that message's calls, in call order."""
+        of that message's calls, in the order the harness wrote them (the order they finished, which is the order
+        it sends them in; calls without a result last)."""
         out: list[Message | _AssistantBuilder] = []
         warnings: list[str] = []
         done_groups: set[str] = set()
@@ -350,7 +351,7 @@ class _Reader:
                     if call_id in emitted_results:
                         continue
                     if call_id in pending_calls:
-                        for pending in pending_calls:
+                        for pending in self._in_result_order(pending_calls):
                             result = self._result_message(pending)
                             if result is not None and pending not in emitted_results:
                                 out.append(result)
@@ -364,6 +365,13 @@ class _Reader:
             warnings.extend(self.item_warnings.get(node.uuid, ()))
         messages = [entry.build() if isinstance(entry, _AssistantBuilder) else entry for entry in out]
         return messages, _unique(warnings)
+
+    def _in_result_order(self, call_ids: list[str]) -> list[str]:
+        def line_of(call_id: str) -> float:
+            node = self.result_nodes.get(call_id)
+            return node.line if node is not None else float("inf")
+
+        return sorted(call_ids, key=line_of)
 
     def _result_message(self, call_id: str) -> Message | None:
         node = self.result_nodes.get(call_id)
