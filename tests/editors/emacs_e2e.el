@@ -6,6 +6,9 @@
 (require 'subr-x)
 (setq machine-lsp-command (append (json-read-from-string (getenv "MACHINE_LSP_CMD")) nil))
 (load (getenv "MACHINE_SETUP") nil t)
+;; eglot gives up on a request after 10 s; on a loaded 2-core CI machine a tag can take longer. The promise that
+;; matters (a job command answers at once) is asserted on its own, from validate_reply_seconds.
+(setq jsonrpc-default-request-timeout 60)
 
 (defvar e2e-results nil)
 (defvar e2e-progress nil)
