@@ -115,12 +115,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         sock = server.bind(args.host, args.port)
     except OSError as exc:
-        reason = (
-            "is in use (another server?)" if exc.errno in (98, 48) else f"cannot be opened: {exc.strerror}"
-        )
-        err.print(
-            f"machine serve: port {args.port} on {escape(args.host)} {reason}; choose another with --port"
-        )
+        from machine_lsp.serve.ports import bind_error
+
+        err.print(f"machine serve: {escape(bind_error(exc, args.host, args.port))} (--port)")
         return EXIT_USAGE
 
     from machine_lsp.engines.base import EngineError

@@ -21,6 +21,7 @@ __all__ = [
     "EventDecodeError",
     "Log",
     "Progress",
+    "Ready",
     "Start",
     "Step",
     "decode_event",
@@ -84,6 +85,15 @@ class Eval(_Event, tag="eval"):
     bleed_rate: float | None = None
 
 
+class Ready(_Event, tag="ready"):
+    """A long-lived job (the ``serve`` verb) is up: ``url`` is where it answers (``http://127.0.0.1:PORT``).
+    The job runs on until it is cancelled; its ``done`` event comes after it stopped."""
+
+    url: str
+    name: str = ""  # what is served (the checkpoint address)
+    message: str = ""
+
+
 class Log(_Event, tag="log"):
     message: str
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -103,7 +113,7 @@ class Error(_Event, tag="error"):
     kind: str = "crash"
 
 
-Event = Start | Step | Progress | Checkpoint | Eval | Log | Done | Error
+Event = Start | Step | Progress | Checkpoint | Eval | Ready | Log | Done | Error
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(Event)

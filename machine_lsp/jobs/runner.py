@@ -334,8 +334,9 @@ def run(
     return code
 
 
-#: Jobs that leave no run directory when they succeed: checking a file is not a run.
-RUNLESS_JOBS = frozenset({"validate"})
+#: Jobs that leave no run directory when they succeed: checking a file, serving a checkpoint or starting the
+#: local Tinker server is not a run.
+RUNLESS_JOBS = frozenset({"validate", "serve", "tinker-serve", "use", "tinker-status", "tinker-stop"})
 
 
 def _refused(ctx: JobContext) -> bool:

@@ -34,6 +34,27 @@ VERBS: dict[str, VerbSpec] = {
     "eval-probe": VerbSpec(
         "machine_lsp.jobs.eval_jobs", "eval_probe", "EvalArgs", "style-bleed probe of a checkpoint"
     ),
+    "serve": VerbSpec(
+        "machine_lsp.jobs.serve_jobs",
+        "serve",
+        "ServeArgs",
+        "serve a checkpoint to agents on 127.0.0.1 until cancelled (`machine serve`)",
+    ),
+    "tinker-serve": VerbSpec(
+        "machine_lsp.jobs.serve_jobs",
+        "tinker_serve",
+        "TinkerServeArgs",
+        "start the local Tinker server (SkyRL tx) and wait until it answers (`machine tinker serve`)",
+    ),
+    "use": VerbSpec(
+        "machine_lsp.jobs.serve_jobs", "use", "UseArgs", "an agent's config for a checkpoint (`machine use`)"
+    ),
+    "tinker-status": VerbSpec(
+        "machine_lsp.jobs.serve_jobs", "tinker_status", "TinkerArgs", "is the local Tinker server running"
+    ),
+    "tinker-stop": VerbSpec(
+        "machine_lsp.jobs.serve_jobs", "tinker_stop", "TinkerArgs", "stop the local Tinker server"
+    ),
 }
 
 

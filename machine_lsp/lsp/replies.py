@@ -231,6 +231,57 @@ class TagPreview(msgspec.Struct):
     record: TagRecord
 
 
+class ServeReply(msgspec.Struct, kw_only=True):
+    """`machine.serve.start|stop|status`: the checkpoint server the language server runs (one per server).
+    `url` is the server's root (Anthropic base); `openai_base` is `url` + `/v1`; agents use the model `model`."""
+
+    status: Literal["starting", "serving", "stopped"]
+    message: str
+    checkpoint: str | None = None
+    url: str | None = None
+    openai_base: str | None = None
+    model: str | None = None
+    port: int | None = None
+    job_id: str | None = None
+    pid: int | None = None
+    served_dir: str | None = None  # where every answered exchange is appended (chat JSONL)
+    already_running: bool = False  # a start that found this server running (nothing new was started)
+
+
+class UseReply(msgspec.Struct, kw_only=True):
+    """`machine.use`: the configuration that points `agent` at the checkpoint (`machine use`); `written` is empty
+    unless `write: true` was passed."""
+
+    agent: str
+    checkpoint: str
+    path: str  # the file the agent reads
+    text: str  # the entry, as `machine use` prints it
+    notes: list[str]
+    warnings: list[str]
+    written: list[str]
+    local: bool  # reached through machine.serve (else Tinker's own endpoints)
+    port: int | None
+    serving: bool  # a local checkpoint server runs (machine.serve.start)
+    message: str
+
+
+class TinkerServerReply(msgspec.Struct, kw_only=True):
+    """`machine.tinker.serve|status|stop`: the project's local Tinker server (SkyRL tx)."""
+
+    status: Literal["starting", "running", "stopped"]
+    message: str
+    base_url: str | None = None
+    pid: int | None = None
+    model: str | None = None
+    log: str | None = None
+    started_at: str | None = None
+    answering: bool | None = None  # its health check answered (status); None: not asked
+    config: str | None = None  # the machine.toml that now holds `[tinker] base_url` (serve)
+    job_id: str | None = None  # the start job (serve)
+    already_running: bool = False
+    stale_record_removed: bool = False
+
+
 JobReply = JobSummary | JobDeclined
 
 #: command id -> the struct(s) its reply can be.
@@ -252,6 +303,13 @@ COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
     "machine.eval.baseline": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.checkpoint": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.probe": (JobSummary, JobDeclined, JobPlan),
+    "machine.serve.start": (ServeReply,),
+    "machine.serve.stop": (ServeReply,),
+    "machine.serve.status": (ServeReply,),
+    "machine.use": (UseReply,),
+    "machine.tinker.serve": (TinkerServerReply,),
+    "machine.tinker.status": (TinkerServerReply,),
+    "machine.tinker.stop": (TinkerServerReply,),
 }
 
 

@@ -50,10 +50,12 @@ class MachineLanguageServer(LanguageServer):
         from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
         from machine_lsp.lsp.features.hover import HoverFeature
         from machine_lsp.lsp.features.jobs import JobsFeature
+        from machine_lsp.lsp.features.serving import ServingFeature
         from machine_lsp.lsp.features.sessions import SessionsFeature
 
         self.diagnostics = DiagnosticsFeature(self)
         self.jobs = JobsFeature(self)
+        self.serving = ServingFeature(self)
         self.commands = CommandsFeature(self)
         self.features: list[LanguageFeature] = [
             self.diagnostics,
@@ -61,6 +63,7 @@ class MachineLanguageServer(LanguageServer):
             HoverFeature(self),
             self.jobs,
             self.commands,
+            self.serving,
             SessionsFeature(self),
         ]
         for feature in self.features:

@@ -11,6 +11,7 @@ import contextvars
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 
 if TYPE_CHECKING:
     from machine_lsp.lsp.server import MachineLanguageServer
@@ -21,6 +22,21 @@ if TYPE_CHECKING:
 WORK_DONE_TOKEN: contextvars.ContextVar[types.ProgressToken | None] = contextvars.ContextVar(
     "work_done_token", default=None
 )
+
+
+#: In an error reply's `data`: the server has shown this message to the user (window/showMessage) already.
+SHOWN = {"shown": True}
+
+
+class CommandError(JsonRpcException):
+    """A command that cannot run with these arguments or in this state (reply code: InvalidParams): a user error.
+    Shown as one line (window/showMessage), answered with `data: {"shown": true}`, never logged with a traceback."""
+
+    CODE = JsonRpcInvalidParams.CODE
+
+
+class Reported(JsonRpcInternalError):
+    """An error the server has shown and logged once already (a failed job, an unexpected exception)."""
 
 
 class JobUnavailable(Exception):

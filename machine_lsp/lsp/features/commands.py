@@ -19,14 +19,21 @@ from typing import Any
 
 import msgspec
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
 from machine_lsp import __version__
 from machine_lsp.core import selection
 from machine_lsp.core.lines import split_lines_keep_ends
 from machine_lsp.lsp import compat
-from machine_lsp.lsp.features import WORK_DONE_TOKEN, JobUnavailable, LanguageFeature
+from machine_lsp.lsp.features import (
+    SHOWN,
+    WORK_DONE_TOKEN,
+    CommandError,
+    JobUnavailable,
+    LanguageFeature,
+    Reported,
+)
 from machine_lsp.lsp.positions import to_codepoint_index
 from machine_lsp.lsp.replies import (
     CancelReply,
@@ -61,21 +68,6 @@ JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
 CONTROL_KEYS = {"yes", "wait", "plan"}
 
 
-#: In an error reply's `data`: the server has shown this message to the user (window/showMessage) already.
-SHOWN = {"shown": True}
-
-
-class CommandError(JsonRpcException):
-    """A command that cannot run with these arguments or in this state (reply code: InvalidParams): a user error.
-    Shown as one line (window/showMessage), answered with `data: {"shown": true}`, never logged with a traceback."""
-
-    CODE = JsonRpcInvalidParams.CODE
-
-
-class Reported(JsonRpcInternalError):
-    """An error the server has shown and logged once already (a failed job, an unexpected exception)."""
-
-
 class _QuietReportedErrors(logging.Filter):
     """pygls logs every error reply with its traceback; these were reported once by the command itself."""
 
@@ -105,6 +97,7 @@ class CommandsFeature(LanguageFeature):
             "machine.jobs.list": self.jobs_list,
             "machine.jobs.cancel": self.jobs_cancel,
             "machine.server.info": self.info,
+            **self.server.serving.commands(),
         }
         for command_id, (verb, title, ask) in JOB_COMMANDS.items():
             table[command_id] = self._job_command(verb, title, ask)

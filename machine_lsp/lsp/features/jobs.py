@@ -14,6 +14,7 @@ import importlib.util
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ class Job:
     proc: AsyncJobProcess | None = None
     cancel_requested: bool = False
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    on_event: Callable[[ev.Event], None] | None = None  # a feature that follows this job (serving)
 
     def summary(self) -> JobSummary:
         return JobSummary(
@@ -139,8 +141,10 @@ class JobsFeature(LanguageFeature):
         cwd: Path,
         token: types.ProgressToken | None = None,
         wait: bool = True,
+        on_event: Callable[[ev.Event], None] | None = None,
     ) -> Job:
-        """Start a job; with wait=True await its end (cancelling the awaiting task cancels the job)."""
+        """Start a job; with wait=True await its end (cancelling the awaiting task cancels the job).
+        `on_event` sees each of the job's events (after they are forwarded)."""
         if self.closing:
             raise JobUnavailable("the server is shutting down")
         if (reason := verb_unavailable(verb)) is not None:
@@ -152,7 +156,15 @@ class JobsFeature(LanguageFeature):
                 check_name(args["name"], "eval result name")
             except ValueError as exc:
                 raise JobUnavailable(str(exc)) from None
-        job = Job(id=secrets.token_hex(4), verb=verb, title=title, args=args, cwd=cwd, token=token)
+        job = Job(
+            id=secrets.token_hex(4),
+            verb=verb,
+            title=title,
+            args=args,
+            cwd=cwd,
+            token=token,
+            on_event=on_event,
+        )
         self.jobs[job.id] = job
         task = self.server.spawn(self._supervise(job), f"job {job.id}")
         if not wait:
@@ -212,6 +224,8 @@ class JobsFeature(LanguageFeature):
                     )
                     continue
                 self._on_event(job, line.event)
+                if job.on_event is not None:
+                    job.on_event(line.event)
             outcome = await job.proc.wait()
             self._finish(job, outcome.final, outcome.returncode, outcome.stderr_tail)
         except Exception as exc:  # the server stays up whatever the child does
@@ -271,6 +285,8 @@ class JobsFeature(LanguageFeature):
             )
         elif isinstance(event, ev.Eval):
             self._report(job, f"eval {event.name}: {event.correct}/{event.n} ({event.accuracy:.0%})", None)
+        elif isinstance(event, ev.Ready):
+            self._report(job, event.message or f"ready at {event.url}", None)
 
     def _report(self, job: Job, message: str, percentage: int | None) -> None:
         if job.token is not None:

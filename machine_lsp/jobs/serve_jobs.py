@@ -1,0 +1,235 @@
+"""The server jobs behind the editors' faces (the language server runs them as children, like every long job).
+
+* ``serve``: `machine serve CHECKPOINT --port P` as a job. It binds the port first (a taken port fails at once),
+  loads the checkpoint (``progress`` events), emits ``ready`` with the URL once the server answers, and serves until
+  it is cancelled (SIGTERM stops the HTTP server cleanly; the job then ends ``done``, "stopped serving …").
+  Runless: it leaves no `.machine/runs/` entry; exchanges are appended to `.machine/served/` as with the CLI.
+* ``tinker-serve``: `machine tinker serve` as a job: SkyRL tx's venv on first use, the detached server, readiness
+  (``progress`` events), then `[tinker] base_url` in machine.toml; ``done`` carries the server's record. A cancel
+  while it starts stops the half-started server (``process.start`` cleans up on any exception).
+
+* ``use``, ``tinker-status``, ``tinker-stop``: quick verbs (a second or so; `stop` up to 20 s) whose ``done``
+  result is the reply the language server sends: the modules they need reach torch lazily, so the server process
+  does not import them (lint-imports: server-stays-light).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Any
+
+import msgspec
+
+from machine_lsp.jobs import events as ev
+from machine_lsp.jobs.runner import JobContext, JobError
+from machine_lsp.serve.ports import HOST, bind_error, port_problem
+
+log = logging.getLogger(__name__)
+
+
+class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
+    checkpoint: str = "latest"
+    port: int = 8765  # serve.agents.DEFAULT_PORT; 0: any free port (the ready event says which)
+    max_batch: int = 32
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    no_log: bool = False
+
+
+class TinkerServeArgs(msgspec.Struct, forbid_unknown_fields=True):
+    model: str | None = None
+    port: int | None = None
+    ready_timeout: float = 900.0
+    write_config: bool = True
+
+
+def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
+    from machine_lsp.core.store import find_machine_dir
+    from machine_lsp.serve import agents
+    from machine_lsp.serve.checkpoints import CheckpointError, resolve
+
+    if (problem := port_problem(args.port)) is not None:
+        raise JobError(problem, kind="usage")
+    machine_dir = find_machine_dir(ctx.cwd)
+    try:
+        target = resolve(args.checkpoint, machine_dir)
+    except CheckpointError as exc:
+        raise JobError(str(exc)) from None
+    if target.kind == "tinker":
+        raise JobError(
+            f"{target.address} is served by Tinker itself: point an agent at it with machine.use (no local server)"
+        )
+    from machine_lsp.engines.base import EngineError
+    from machine_lsp.serve import generation, server
+    from machine_lsp.serve.served_log import ServedLog
+
+    try:
+        sock = server.bind(HOST, args.port)
+    except OSError as exc:
+        raise JobError(bind_error(exc, HOST, args.port), kind="usage") from None
+    ctx.progress(0, None, f"loading {target.address} ({target.base_model}) …", force=True)
+    try:
+        loaded = generation.load(target.directory, base_model=target.base_model, store_root=machine_dir)
+    except EngineError as exc:
+        sock.close()
+        raise JobError(str(exc), kind="engine") from None
+    except BaseException:
+        sock.close()
+        raise
+    settings = server.ServeSettings(
+        model_name=agents.MODEL_ID,
+        checkpoint=target.address,
+        api_key=None,
+        default_max_tokens=args.max_tokens,
+        default_temperature=args.temperature,
+        log=None if args.no_log else ServedLog(machine_dir),
+    )
+    served: dict[str, Any] = {"checkpoint": target.address, "model": agents.MODEL_ID}
+
+    def ready(url: str) -> None:
+        served["url"] = url
+        where = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
+        ctx.emit(
+            ev.Ready(url=url, name=target.address, message=f"serving {target.address} at {url}/v1{where}")
+        )
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a cancel stops the HTTP server cleanly
+            loop.add_signal_handler(sig, stop.set)
+        await server.run(sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop)
+
+    asyncio.run(main())
+    return served, f"stopped serving {target.address}"
+
+
+def tinker_serve(ctx: JobContext, args: TinkerServeArgs) -> tuple[dict[str, Any], str]:
+    from machine_lsp.core.store import find_machine_dir
+    from machine_lsp.scaffold.config import ConfigError
+    from machine_lsp.tinker_server import process, project
+    from machine_lsp.tinker_server.venv import ServerSetupError
+
+    def progress(message: str) -> None:
+        log.info("%s", message)
+        ctx.progress(0, None, message, force=True)
+
+    machine_dir = find_machine_dir(ctx.cwd)
+    machine_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        record = process.start(
+            machine_dir, model=args.model, port=args.port, progress=progress, ready_timeout=args.ready_timeout
+        )
+    except process.ServerError as exc:
+        raise JobError(str(exc), kind="usage" if "in use" in str(exc) else "input") from None
+    except ServerSetupError as exc:
+        raise JobError(str(exc), kind="engine") from None
+    result: dict[str, Any] = msgspec.to_builtins(record)
+    result["config"] = None
+    if args.write_config:
+        try:
+            result["config"] = str(project.set_base_url(ctx.cwd, record.base_url))
+        except (ConfigError, OSError) as exc:
+            ctx.log(f"{exc}; export TINKER_BASE_URL={record.base_url} instead", level="warning")
+    return result, f"Tinker server ready at {record.base_url} (pid {record.pid})"
+
+
+class UseArgs(msgspec.Struct, forbid_unknown_fields=True):
+    agent: str
+    checkpoint: str = "latest"
+    port: int = 8765
+    write: bool = False
+    served: str | None = None  # the checkpoint the editor's server serves on `port`, if one runs
+
+
+def use(ctx: JobContext, args: UseArgs) -> tuple[dict[str, Any], str]:
+    """`machine use CHECKPOINT --agent A [--write]`; the result is the language server's UseReply."""
+    from machine_lsp.core.store import find_machine_dir
+    from machine_lsp.serve import agents
+    from machine_lsp.serve.checkpoints import CheckpointError, resolve
+
+    machine_dir = find_machine_dir(ctx.cwd)
+    try:
+        target = resolve(args.checkpoint, machine_dir)
+        ep = agents.endpoint_for(target.address, target.kind, port=args.port, keyed=False)
+        cfg = agents.config_for(args.agent, ep, machine_dir.parent)
+    except (CheckpointError, agents.UseError) as exc:
+        raise JobError(str(exc), kind="usage") from None
+    notes = list(cfg.notes)
+    if ep.local and args.served is None:
+        notes.append(f"start the server first: Serve Checkpoint ({args.checkpoint}) on port {args.port}")
+    elif ep.local and args.served != target.address:
+        notes.append(f"the server on port {args.port} serves {args.served}, not {target.address}: restart it")
+    written: list[str] = []
+    if args.write:
+        try:
+            written = [str(path) for path in agents.write(cfg)]
+        except OSError as exc:
+            raise JobError(f"cannot write {cfg.path}: {exc.strerror}") from None
+    message = (
+        f"{args.agent} now uses {target.address}: wrote {', '.join(written)}"
+        if written
+        else f"{args.agent}: {cfg.path} (not written)"
+    )
+    result = {
+        "agent": args.agent,
+        "checkpoint": target.address,
+        "path": str(cfg.path),
+        "text": cfg.text,
+        "notes": notes,
+        "warnings": list(cfg.warnings),
+        "written": written,
+        "local": ep.local,
+        "port": args.port if ep.local else None,
+        "serving": args.served is not None,
+        "message": message,
+    }
+    return result, message
+
+
+class TinkerArgs(msgspec.Struct, forbid_unknown_fields=True):
+    pass
+
+
+def _tinker_state(record: Any, message: str, **extra: Any) -> dict[str, Any]:
+    """The language server's TinkerServerReply fields for a server record."""
+    return {
+        "status": "running" if record.ready else "starting",
+        "message": message,
+        "base_url": record.base_url,
+        "pid": record.pid,
+        "model": record.model,
+        "log": record.log,
+        "started_at": record.started_at,
+        **extra,
+    }
+
+
+def tinker_status(ctx: JobContext, args: TinkerArgs) -> tuple[dict[str, Any], str]:
+    """`machine tinker status`: the project's server record (a stale one is removed) and whether it answers."""
+    from machine_lsp.core.store import find_machine_dir
+    from machine_lsp.tinker_server import process
+
+    record, stale = process.live_record(find_machine_dir(ctx.cwd))
+    if record is None:
+        note = " (removed a stale record: its process is gone)" if stale else ""
+        message = f"no Tinker server running for this project{note}"
+        return {"status": "stopped", "message": message, "stale_record_removed": stale}, message
+    answering = process.healthy(record.base_url)
+    message = f"Tinker server on {record.base_url}: {'answering' if answering else 'not answering yet'}"
+    return _tinker_state(record, message, answering=answering), message
+
+
+def tinker_stop(ctx: JobContext, args: TinkerArgs) -> tuple[dict[str, Any], str]:
+    """`machine tinker stop`."""
+    from machine_lsp.core.store import find_machine_dir
+    from machine_lsp.tinker_server import process
+
+    record = process.stop(find_machine_dir(ctx.cwd))
+    if record is None:
+        message = "no Tinker server running for this project"
+        return {"status": "stopped", "message": message}, message
+    message = f"stopped the Tinker server (pid {record.pid}, {record.base_url})"
+    return {**_tinker_state(record, message), "status": "stopped"}, message
