@@ -102,6 +102,12 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         client.answers.append("Cancel")  # type: ignore[attr-defined]
         declined = await call("machine.train.run", {})
         assert declined["status"] == "declined"
+        assert (await call("machine.serve.status", {}))["status"] == "stopped"
+        assert (await call("machine.serve.stop", {}))["status"] == "stopped"
+        use = await call("machine.use", {"checkpoint": "base", "agent": "claude"})
+        assert use["written"] == []
+        assert (await call("machine.tinker.status", {}))["status"] == "stopped"
+        assert (await call("machine.tinker.stop", {}))["status"] == "stopped"
         assert set(seen) >= set(replies.COMMAND_REPLIES) - {
             # long jobs: the same JobSummary as machine.validate (their runs are tested in tests/jobs)
             "machine.train.smoke",
@@ -109,6 +115,8 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
             "machine.eval.checkpoint",
             "machine.eval.probe",
             "machine.sessions.turns",  # needs a session log: tests/lsp/test_sessions_commands.py
+            "machine.serve.start",  # loads the model: tests/lsp/test_serving.py
+            "machine.tinker.serve",  # starts SkyRL tx; its failure paths: tests/lsp/test_serving.py
         }
     finally:
         await asyncio.wait_for(close(client), WAIT)

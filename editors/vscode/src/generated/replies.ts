@@ -15,14 +15,21 @@ export interface MachineCommandReplies {
   "machine.eval.probe": JobSummary | JobDeclined | JobPlan;
   "machine.jobs.cancel": CancelReply;
   "machine.jobs.list": JobsListReply;
+  "machine.serve.start": ServeReply;
+  "machine.serve.status": ServeReply;
+  "machine.serve.stop": ServeReply;
   "machine.server.info": InfoReply;
   "machine.sessions": SessionsReply;
   "machine.sessions.turns": SessionTurnsReply;
   "machine.tag": TagReply | TagPreview;
   "machine.tagged": TaggedReply;
+  "machine.tinker.serve": TinkerServerReply;
+  "machine.tinker.status": TinkerServerReply;
+  "machine.tinker.stop": TinkerServerReply;
   "machine.train.run": JobSummary | JobDeclined | JobPlan;
   "machine.train.sft": WroteReply;
   "machine.train.smoke": JobSummary | JobDeclined | JobPlan;
+  "machine.use": UseReply;
   "machine.validate": JobSummary;
 }
 /**
@@ -169,6 +176,23 @@ export interface RunEntry {
   job?: string;
   status?: string;
   created_at?: string;
+}
+/**
+ * `machine.serve.start|stop|status`: the checkpoint server the language server runs (one per server).
+ * `url` is the server's root (Anthropic base); `openai_base` is `url` + `/v1`; agents use the model `model`.
+ */
+export interface ServeReply {
+  status: "serving" | "starting" | "stopped";
+  message: string;
+  checkpoint: string | null;
+  url: string | null;
+  openai_base: string | null;
+  model: string | null;
+  port: number | null;
+  job_id: string | null;
+  pid: number | null;
+  served_dir: string | null;
+  already_running: boolean;
 }
 /**
  * `machine.server.info`: what the server runs on and how it is set up.
@@ -341,4 +365,38 @@ export interface TaggedRecord {
   rewritten: boolean;
   trace: boolean;
   created_at: string;
+}
+/**
+ * `machine.tinker.serve|status|stop`: the project's local Tinker server (SkyRL tx).
+ */
+export interface TinkerServerReply {
+  status: "running" | "starting" | "stopped";
+  message: string;
+  base_url: string | null;
+  pid: number | null;
+  model: string | null;
+  log: string | null;
+  started_at: string | null;
+  answering: boolean | null;
+  config: string | null;
+  job_id: string | null;
+  already_running: boolean;
+  stale_record_removed: boolean;
+}
+/**
+ * `machine.use`: the configuration that points `agent` at the checkpoint (`machine use`); `written` is empty
+ * unless `write: true` was passed.
+ */
+export interface UseReply {
+  agent: string;
+  checkpoint: string;
+  path: string;
+  text: string;
+  notes: string[];
+  warnings: string[];
+  written: string[];
+  local: boolean;
+  port: number | null;
+  serving: boolean;
+  message: string;
 }
