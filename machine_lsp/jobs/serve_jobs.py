@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from typing import Any
 
@@ -100,10 +101,25 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # a cancel stops the HTTP server cleanly
             loop.add_signal_handler(sig, stop.set)
-        await server.run(sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop)
+        watch = asyncio.ensure_future(_stop_when_orphaned(stop))
+        try:
+            await server.run(sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop)
+        finally:
+            watch.cancel()
 
     asyncio.run(main())
     return served, f"stopped serving {target.address}"
+
+
+async def _stop_when_orphaned(stop: asyncio.Event, every_s: float = 1.0) -> None:
+    """A server whose editor died (its language server killed) must not hold the port forever: the job runs in
+    its own session, so nothing else would stop it."""
+    parent = os.getppid()
+    while not stop.is_set():
+        await asyncio.sleep(every_s)
+        if os.getppid() != parent:
+            log.warning("the language server that started this job is gone: stopping")
+            stop.set()
 
 
 def tinker_serve(ctx: JobContext, args: TinkerServeArgs) -> tuple[dict[str, Any], str]:

@@ -289,7 +289,7 @@ export class Commands {
     );
   }
 
-  private async recentCheckpoints(): Promise<CheckpointChoice[]> {
+  async recentCheckpoints(): Promise<CheckpointChoice[]> {
     const out: CheckpointChoice[] = [];
     const manifests = await vscode.workspace.findFiles(".machine/runs/*/manifest.json", null, 200);
     for (const uri of manifests) {

@@ -6,6 +6,7 @@ import { JOB_EVENT_NOTIFICATION, JobsView } from "./jobsView";
 import { RunPanel } from "./panel";
 import { ServerManager } from "./server";
 import { registerTagLastCommands } from "./sessions";
+import { ServingView } from "./serving";
 import { SessionsView } from "./sessionsView";
 import { TrainingEnvironment } from "./trainingEnv";
 
@@ -30,7 +31,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     );
   });
   const commands = new Commands(context, server, jobs, panel, new TrainingEnvironment(context, server));
-  context.subscriptions.push(output, jobs, panel, server, ...commands.register());
+  const serving = new ServingView(server, commands);
+  jobs.onEvent((st, ev) => {
+    serving.onJobEvent(st, ev);
+  });
+  server.onClient(() => {
+    void serving.refresh();
+  });
+  context.subscriptions.push(output, jobs, panel, server, serving, ...commands.register(), ...serving.register());
   const sessions = new SessionsView(server);
   context.subscriptions.push(sessions, ...registerTagLastCommands(server, () => {
       sessions.refresh();

@@ -20,6 +20,13 @@ export const SERVER_COMMANDS = {
   probe: "machine.eval.probe",
   jobsList: "machine.jobs.list",
   jobsCancel: "machine.jobs.cancel",
+  serveStart: "machine.serve.start",
+  serveStop: "machine.serve.stop",
+  serveStatus: "machine.serve.status",
+  use: "machine.use",
+  tinkerServe: "machine.tinker.serve",
+  tinkerStatus: "machine.tinker.status",
+  tinkerStop: "machine.tinker.stop",
 } as const;
 
 export type ServerCommand = (typeof SERVER_COMMANDS)[keyof typeof SERVER_COMMANDS];
