@@ -143,7 +143,8 @@ export function statusText(st: JobState): string {
     if (st.step !== undefined) parts.push(st.total !== undefined ? `step ${st.step}/${st.total}` : `step ${st.step}`);
     else if (st.done !== undefined) {
       const f = fraction(st);
-      parts.push(st.total !== undefined ? `${st.done}/${st.total}${f !== undefined ? ` (${Math.round(f * 100)}%)` : ""}` : `${st.done}`);
+      // A job without a count (serve, tinker-serve: "loading…", "waiting for the server"): no bare "0".
+      parts.push(st.total !== undefined ? `${st.done}/${st.total}${f !== undefined ? ` (${Math.round(f * 100)}%)` : ""}` : st.done > 0 ? `${st.done}` : "running");
     } else parts.push("starting…");
     if (st.loss !== undefined) parts.push(`loss ${formatLoss(st.loss)}`);
     if (st.etaSeconds !== undefined) parts.push(`eta ${formatDuration(st.etaSeconds)}`);

@@ -207,6 +207,7 @@ async function main() {
         "machine.data.train": "chats.jsonl",
         "machine.data.eval": "eval.jsonl",
         "machine.threads": 1,
+        "machine.serve.port": 0,
       },
       null,
       2,
@@ -461,6 +462,27 @@ async function main() {
   const evalRow = panelFrame.locator("#evals tr", { hasText: "baseline" }).first();
   await evalRow.waitFor({ timeout: 20_000 });
   check("the baseline eval ran on the eval set and the panel lists it", result.n === 3 && result.checkpoint === null && /eval-baseline/.test(await evalRow.innerText()), `${(await evalDone.innerText()).replace(/\s+/g, " ").slice(-70)} | panel: ${(await evalRow.innerText()).replace(/\s+/g, " ")}`);
+
+  // 7c. Serve Checkpoint… (base): the status bar shows the URL, the server answers /v1/models on 127.0.0.1, and the
+  // item's menu stops it. machine.serve.port is 0 here (any free port: the shared machine may hold 8765).
+  await palette("Machine: Serve Checkpoint");
+  await quickInput.locator(".monaco-list-row", { hasText: "the base model" }).first().waitFor({ timeout: 30_000 });
+  await typeInQuickInput("base");
+  await page.keyboard.press("Enter");
+  const servedItem = page.locator(".statusbar-item", { hasText: /base · 127\.0\.0\.1:\d+/ }).first();
+  await servedItem.waitFor({ timeout: 180_000 });
+  const servedText = (await servedItem.innerText()).replace(/\s+/g, " ").trim();
+  const servedPort = Number(/127\.0\.0\.1:(\d+)/.exec(servedText)?.[1]);
+  const models = await (await fetch(`http://127.0.0.1:${servedPort}/v1/models`)).json();
+  check("Serve Checkpoint (base): the status bar shows its URL and /v1/models answers", servedPort > 0 && models.data?.[0]?.id === "machine", `${servedText} | ${JSON.stringify(models).slice(0, 120)}`);
+  await shot("07c-serving");
+  await servedItem.click();
+  await quickInput.locator(".monaco-list-row", { hasText: "Stop Serving" }).first().waitFor({ timeout: 20_000 });
+  await typeInQuickInput("Stop Serving");
+  await page.keyboard.press("Enter");
+  await servedItem.waitFor({ state: "hidden", timeout: 30_000 });
+  const refused = await fetch(`http://127.0.0.1:${servedPort}/v1/models`).then(() => false, () => true);
+  check("the status-bar menu's Stop Serving stopped the server (item gone, port closed)", refused, `port ${servedPort}`);
 
   // 8. The server crashes: the client library restarts it and tagging works again.
   const serverPids = () =>

@@ -4,6 +4,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 import type { ServeReply, TinkerServerReply, UseReply } from "../../src/generated/replies";
 import { SERVER_COMMANDS, type CheckpointChoice } from "../../src/logic/args";
+import { applyEvent, statusText, type JobState } from "../../src/logic/jobs";
 import { AGENTS, applyServeEvent, checkpointChoices, openaiBase, servedFromReply, servedMenu, servedStatus, serveArgs, tinkerServeArgs, tinkerStatus, useArgs, useDetail, type ServedState } from "../../src/logic/serving";
 
 const runs: CheckpointChoice[] = [
@@ -94,4 +95,11 @@ test("package.json contributes the serving commands and the port setting", () =>
   assert.equal(titles.get("machineLsp.stopTinkerServer"), "Stop Local Tinker Server");
   assert.equal(pkg.contributes.configuration.properties["machine.serve.port"]?.default, 8765);
   assert.equal(SERVER_COMMANDS.serveStart, "machine.serve.start");
+});
+
+test("the job item says 'running' for a job without a count (serve), never a bare 0", () => {
+  const jobs = new Map<string, JobState>();
+  applyEvent(jobs, { event: "start", job: "serve", job_id: "s" }, 1);
+  const st = applyEvent(jobs, { event: "progress", job_id: "s", done: 0, total: null, message: "loading base …" }, 2);
+  assert.equal(statusText(st), "serve · running");
 });
