@@ -123,6 +123,11 @@ async def test_serve_child_dying_is_told_and_status_says_stopped(vscode, smollm2
     events = [plain(e) for e in client.job_events]
     ready = [e for e in events if e["event"] == "ready" and e["job_id"] == reply["job_id"]]
     assert ready and ready[0]["url"] == serving["url"] and serving["port"] > 0
+    # The job's work-done progress stays open while it serves: loading, then serving at its URL.
+    reports = client.progress_reports[f"machine-job-{reply['job_id']}"]
+    messages = [getattr(r, "message", None) or "" for r in reports]
+    assert any(m.startswith("loading base") for m in messages), messages
+    assert any(f"serving base at {serving['url']}/v1" in m for m in messages), messages
     os.kill(serving["pid"], signal.SIGKILL)
     stopped = await until_status(client, "stopped", 30)
     assert "crashed" in stopped["message"], stopped
@@ -181,3 +186,27 @@ async def test_tinker_commands_without_a_server(vscode, tmp_path):
     assert not (home / "server.json").exists()
     stop = await call(client, "machine.tinker.stop", {}, 60)
     assert stop["status"] == "stopped" and stop["message"] == "no Tinker server running for this project"
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+async def test_a_server_whose_language_server_died_stops(vscode, smollm2_dir):
+    client = vscode
+    lsp_pid = (await call(client, "machine.server.info", {}))["pid"]
+    reply = await call(client, "machine.serve.start", {"checkpoint": "base", "port": 0}, LOAD_WAIT)
+    assert reply["status"] == "serving"
+    os.kill(
+        lsp_pid, signal.SIGKILL
+    )  # the editor's server is gone without a shutdown: nothing cancels the job
+    deadline = time.monotonic() + 30
+    while not gone(reply["pid"]):
+        assert time.monotonic() < deadline, "the serve job outlived its language server"
+        await asyncio.sleep(0.2)
+    with pytest.raises(OSError):
+        await fetch(f"{reply['openai_base']}/models")
