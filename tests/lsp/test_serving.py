@@ -210,3 +210,52 @@ async def test_a_server_whose_language_server_died_stops(vscode, smollm2_dir):
         await asyncio.sleep(0.2)
     with pytest.raises(OSError):
         await fetch(f"{reply['openai_base']}/models")
+
+
+async def test_tinker_commands_with_a_recorded_process(vscode):
+    """The record logic behind the LSP commands with a real process under the record (SkyRL tx itself is started
+    by tests/tinker_server; here a process in its own session stands where the server would be)."""
+    import subprocess
+    import sys
+
+    from machine_lsp.tinker_server import process
+
+    client, root = vscode, vscode.root
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        busy = taken.getsockname()[1]
+        with pytest.raises(JsonRpcException) as err:
+            await call(client, "machine.tinker.serve", {"port": busy}, 60)
+    assert f"port {busy} on 127.0.0.1 is in use" in str(err.value)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        port = free_port()
+        machine_dir = root / ".machine"
+        process.server_dir(machine_dir).mkdir(parents=True, exist_ok=True)
+        process.write_record(
+            machine_dir,
+            process.ServerRecord(
+                pid=holder.pid,
+                start_ticks=process.process_start_ticks(holder.pid) or 0,
+                boot_id=process.boot_id(),
+                host="127.0.0.1",
+                port=port,
+                base_url=process.base_url_for(port),
+                model="m",
+                log=str(machine_dir / "tinker-server" / "server.log"),
+                started_at="2026-12-01T00:00:00+00:00",
+                ready=True,
+            ),
+        )
+        status = await call(client, "machine.tinker.status", {}, 60)
+        assert status["status"] == "running" and status["pid"] == holder.pid and status["answering"] is False
+        again = await call(client, "machine.tinker.serve", {}, 60)
+        assert again["already_running"] is True and again["base_url"] == f"http://127.0.0.1:{port}", again
+        stopped = await call(client, "machine.tinker.stop", {}, 60)
+        assert stopped["status"] == "stopped" and f"pid {holder.pid}" in stopped["message"]
+        assert holder.wait(timeout=30) is not None
+        assert (await call(client, "machine.tinker.status", {}, 60))["status"] == "stopped"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
