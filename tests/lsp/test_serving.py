@@ -252,10 +252,22 @@ async def test_tinker_commands_with_a_recorded_process(vscode):
         assert status["status"] == "running" and status["pid"] == holder.pid and status["answering"] is False
         again = await call(client, "machine.tinker.serve", {}, 60)
         assert again["already_running"] is True and again["base_url"] == f"http://127.0.0.1:{port}", again
+        # Reaped here as it ends (it is this test's child; the real server is reparented and reaped by init).
+        reaped = asyncio.get_running_loop().run_in_executor(None, holder.wait)
         stopped = await call(client, "machine.tinker.stop", {}, 60)
         assert stopped["status"] == "stopped" and f"pid {holder.pid}" in stopped["message"]
-        assert holder.wait(timeout=30) is not None
+        assert await asyncio.wait_for(reaped, 30) == -signal.SIGTERM
         assert (await call(client, "machine.tinker.status", {}, 60))["status"] == "stopped"
     finally:
         if holder.poll() is None:
             holder.kill()
+
+
+async def test_shutdown_stops_the_served_checkpoint(vscode, smollm2_dir):
+    client = vscode
+    reply = await call(client, "machine.serve.start", {"checkpoint": "base", "port": 0}, LOAD_WAIT)
+    assert reply["status"] == "serving"
+    await asyncio.wait_for(client.shutdown_session(), 30)  # the editor closes: `shutdown` cancels every job
+    assert gone(reply["pid"]), "the serve job outlived the server's shutdown"
+    with pytest.raises(OSError):
+        await fetch(f"{reply['openai_base']}/models")

@@ -123,7 +123,8 @@ export class ServingView implements vscode.Disposable {
   private async stop(): Promise<void> {
     const reply = await this.commands.call(SERVER_COMMANDS.serveStop, {});
     this.render(servedFromReply(reply));
-    void vscode.window.showInformationMessage(`Machine: ${reply.message}`);
+    // A stopped job's outcome is shown by the server (window/showMessage); only "nothing to stop" is ours.
+    if (!reply.job_id) void vscode.window.showInformationMessage(`Machine: ${reply.message}`);
   }
 
   private async servedMenu(): Promise<void> {
