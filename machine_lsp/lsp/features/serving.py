@@ -188,8 +188,8 @@ class ServingFeature(LanguageFeature):
 
     async def stop(self, args: dict[str, Any]) -> ServeReply:
         cur = self.current
-        if cur is None or not cur.running:
-            return self.reply("nothing is being served")
+        if cur is None or not cur.running:  # no job_id: nothing was stopped now
+            return ServeReply(status="stopped", message="nothing is being served")
         await self.server.jobs.cancel(cur.job.id, reason="stopped by machine.serve.stop")
         try:
             await asyncio.wait_for(cur.job.done.wait(), STOP_WAIT_S)
