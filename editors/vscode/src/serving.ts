@@ -185,9 +185,15 @@ export class ServingView implements vscode.Disposable {
 
   private async tinkerMenu(): Promise<void> {
     const url = this.tinkerState?.base_url;
-    const items = [...(url ? [{ label: "$(copy) Copy TINKER_BASE_URL", description: url, id: "copy" }] : []), { label: "$(debug-stop) Stop Local Tinker Server", description: "", id: "stop" }];
+    const log = this.tinkerState?.log;
+    const items = [
+      ...(url ? [{ label: "$(copy) Copy TINKER_BASE_URL", description: url, id: "copy" }] : []),
+      ...(log ? [{ label: "$(output) Open Server Log", description: log, id: "log" }] : []),
+      { label: "$(debug-stop) Stop Local Tinker Server", description: "", id: "stop" },
+    ];
     const pick = await vscode.window.showQuickPick(items, { title: "Machine: local Tinker server" });
     if (pick?.id === "copy" && url) await vscode.env.clipboard.writeText(url);
+    if (pick?.id === "log" && log) await vscode.window.showTextDocument(vscode.Uri.file(log));
     if (pick?.id === "stop") await this.stopTinker();
   }
 
