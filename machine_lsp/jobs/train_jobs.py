@@ -32,7 +32,7 @@ from machine_lsp.jobs.common import make_engine, project_config, renderer_for, s
 from machine_lsp.jobs.data import training_data
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import TRAIN_KEYS, TrainSection
-from machine_lsp.scaffold.support import lr_at, schedule
+from machine_lsp.scaffold.support import lora_settings, lr_at, schedule
 
 SMOKE_STEPS = 2
 
@@ -185,14 +185,6 @@ def _resume(ctx: JobContext, ref: str | None, engine: str, total: int) -> tuple[
     ctx.update(resumed_from=resume_from, steps_done=start_step)
     ctx.log(f"resuming from {resume_from} at step {start_step}")
     return start_step, resume_from
-
-
-def lora_settings(cfg: TrainSection) -> Any:
-    """machine.toml's `[train]` as the engines' LoraSettings (LoRA, learning rate, Adam)."""
-    from machine_lsp.engines.base import LoraSettings, OptimizerSettings
-
-    adam = OptimizerSettings(beta1=cfg.adam_beta1, beta2=cfg.adam_beta2, eps=cfg.adam_eps)
-    return LoraSettings(rank=cfg.rank, alpha=cfg.alpha, learning_rate=cfg.resolved_lr(), optimizer=adam)
 
 
 def _create_trainer(

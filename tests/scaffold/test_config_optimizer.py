@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from machine_lsp.engines.base import EngineError, OptimizerSettings
-from machine_lsp.jobs.train_jobs import lora_settings
 from machine_lsp.scaffold.config import ConfigError, MachineConfig, load_config, render_toml
+from machine_lsp.scaffold.support import lora_settings
 
 
 def test_defaults_are_the_cookbooks_and_the_scaffold_writes_them(tmp_path: Path) -> None:
