@@ -1,10 +1,13 @@
 """Tinker training loop benchmark against the local SkyRL tx server: pipelined vs one call at a time.
 
-Same Datums (the arithmetic rows, one batch size, so one JAX shape after the warm-up) through the real tinker SDK:
+Same Datums (the arithmetic rows, one batch size, so one JAX shape after the warm-up) through the engine's own
+`TinkerTrainer` on the real tinker SDK, i.e. what `machine train run --engine tinker` runs:
 
-* sequential: `forward_backward(batch).result()`, then `optim_step(...).result()`, per step (two waits per step);
-* pipelined (what `tinker_cookbook.supervised.train` does): submit `forward_backward` and `optim_step` back to back
-  for step i, then wait on step i-1's results while step i is in flight (about one wait per step).
+* sequential (the loop before it was pipelined): `trainer.forward_backward(batch)`, then `trainer.optim_step(lr)`,
+  each waiting on its future (two waits per step);
+* pipelined (the job loop now, like `tinker_cookbook.supervised.train`): `trainer.submit_step(batch, lr)` sends
+  `forward_backward` and `optim_step` back to back for step i, then step i-1's result is awaited while step i is in
+  flight (about one wait per step).
 
 Also reports the server's start time (when `--serve` starts it), the JAX compile time of each shape from the
 server log, and the server's RSS (API + engine processes).
@@ -16,6 +19,7 @@ Run: .venv/bin/python bench/tinker_loop.py --serve [--steps 6] [--batch 4]     (
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import re
 import sys
@@ -30,6 +34,7 @@ os.environ.setdefault("TINKER_TELEMETRY", "0")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from doc_section import write_generated  # noqa: E402  (bench/ is the script's own folder)
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
@@ -70,32 +75,31 @@ def _compile_times(log: Path) -> list[str]:
     return re.findall(r"JIT compil\w* for \w+ seq_len=\d+[^0-9]*?(?:in|took) [0-9.]+ ?s", text)
 
 
-def _sequential(client: Any, batches: list[list[Any]], adam: Any) -> list[float]:
+def _sequential(trainer: Any, batches: list[list[Any]], lr: float) -> list[float]:
     times = []
     for batch in batches:
         t0 = time.perf_counter()
-        client.forward_backward(batch, "cross_entropy").result()
-        client.optim_step(adam).result()
+        trainer.forward_backward(batch)
+        trainer.optim_step(lr)
         times.append(time.perf_counter() - t0)
     return times
 
 
-def _pipelined(client: Any, batches: list[list[Any]], adam: Any) -> tuple[list[float], int]:
+def _pipelined(trainer: Any, batches: list[list[Any]], lr: float) -> tuple[list[float], int]:
+    """The job loop's order (machine_lsp.jobs.train_jobs._TrainLoop.run): submit step i, then finish step i-1."""
     times, in_flight_max = [], 0
-    pending: tuple[Any, Any] | None = None
+    pending: Any = None
     t0 = time.perf_counter()
     for batch in batches:
-        submitted = (client.forward_backward(batch, "cross_entropy"), client.optim_step(adam))
-        in_flight_max = max(in_flight_max, 2 + (2 if pending else 0))
+        submitted = trainer.submit_step(batch, lr)
+        in_flight_max = max(in_flight_max, 2 + (2 if pending is not None else 0))
         if pending is not None:
-            pending[0].result()
-            pending[1].result()
+            pending.result()
             times.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
         pending = submitted
     if pending is not None:
-        pending[0].result()
-        pending[1].result()
+        pending.result()
         times.append(time.perf_counter() - t0)
     return times, in_flight_max
 
@@ -109,6 +113,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--nice", type=int, default=15)
+    parser.add_argument(
+        "--no-write", action="store_true", help="do not write the table into docs/BENCHMARKS.md"
+    )
     args = parser.parse_args()
     console = Console()
     rows: list[tuple[str, str]] = []
@@ -127,9 +134,8 @@ def main() -> int:
     else:
         parser.error("pass --serve or --base-url")
     try:
-        import tinker
-
         from machine_lsp.engines import render
+        from machine_lsp.engines.base import LoraSettings
         from machine_lsp.engines.tinker_engine import TinkerEngine
 
         engine = TinkerEngine(base_url=base_url)
@@ -140,22 +146,30 @@ def main() -> int:
         datums = [render.to_datum(r, renderer, max_length=64) for r in _rows()]
         batches = [datums[(i * args.batch) % len(datums) :][: args.batch] for i in range(args.steps)]
         batches = [b if len(b) == args.batch else datums[: args.batch] for b in batches]
-        client = engine.service().create_lora_training_client(base_model=model, rank=8).result()
-        adam = tinker.AdamParams(learning_rate=1e-4)
+        trainer = engine.create_trainer(
+            model, LoraSettings(rank=8), Path(tempfile.mkdtemp(prefix="tinker-bench-run-"))
+        )
+        lr = 1e-4
         t0 = time.perf_counter()
-        _sequential(client, batches[:1], adam)  # warm-up: compiles the one shape
+        _sequential(trainer, batches[:1], lr)  # warm-up: compiles the one shape
         rows.append(("warm-up step (includes the compile)", f"{time.perf_counter() - t0:.1f} s"))
-        seq = _sequential(client, batches, adam)
-        pipe, in_flight = _pipelined(client, batches, adam)
+        seq = _sequential(trainer, batches, lr)
+        pipe, in_flight = _pipelined(trainer, batches, lr)
         t0 = time.perf_counter()
-        client.forward_backward(batches[0], "cross_entropy").result()
+        trainer.forward_backward(batches[0])
         fb_only = time.perf_counter() - t0
         t0 = time.perf_counter()
-        client.optim_step(adam).result()
+        trainer.optim_step(lr)
         optim_only = time.perf_counter() - t0
         rows += [
-            ("sequential s/step (median)", f"{sorted(seq)[len(seq) // 2]:.2f}"),
-            ("pipelined s/step (median)", f"{sorted(pipe)[len(pipe) // 2]:.2f}"),
+            (
+                "sequential s/step (median: forward_backward, then optim_step)",
+                f"{sorted(seq)[len(seq) // 2]:.2f}",
+            ),
+            (
+                "pipelined s/step (median: submit_step, one step in flight)",
+                f"{sorted(pipe)[len(pipe) // 2]:.2f}",
+            ),
             ("pipelined requests in flight (max)", str(in_flight)),
             ("forward_backward alone", f"{fb_only:.2f} s"),
             ("optim_step alone", f"{optim_only:.2f} s"),
@@ -174,6 +188,16 @@ def main() -> int:
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC"
+    body = (
+        f"_(bench/tinker_loop.py {'--serve ' if args.serve else ''}--steps {args.steps} --batch {args.batch})_ — "
+        f"measured {when} on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end; "
+        "SmolLM2-135M, LoRA rank 8, one JAX shape.\n\n| measure | value |\n| --- | ---: |\n"
+        + "\n".join(f"| {name} | {value} |" for name, value in rows)
+    )
+    if not args.no_write:
+        write_generated("tinker_loop", body, heading="## Tinker loop against the local SkyRL tx server")
+        console.print("wrote the table into docs/BENCHMARKS.md (between its tinker_loop markers)")
     return 0
 
 

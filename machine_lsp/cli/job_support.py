@@ -64,8 +64,9 @@ def resolved_engine(args: argparse.Namespace, checkpoint: str | None = None) -> 
 
 
 def confirm_cost(args: argparse.Namespace, engine: str, verb: str, payload: dict[str, Any]) -> None:
-    """Tinker runs cost money: say what will run and about how many tokens, and ask (or demand --yes)."""
-    if engine != "tinker" or args.yes:
+    """Tinker runs cost money: say what will run and about how many tokens, and ask (or demand --yes). A server on
+    this machine (`machine tinker serve`, a loopback URL) costs nothing: no question."""
+    if engine != "tinker" or args.yes or tinker_is_local():
         return
     from machine_lsp.scaffold.estimate import estimate_job
 
@@ -76,6 +77,15 @@ def confirm_cost(args: argparse.Namespace, engine: str, verb: str, payload: dict
         f"{what} runs on Tinker and costs money{detail}. Continue?",
         f"{what} runs on Tinker and costs money{detail}: pass --yes to confirm (stdin is not a terminal)",
     )
+
+
+def tinker_is_local() -> bool:
+    """The Tinker server a job here would use (TINKER_BASE_URL, else machine.toml `[tinker] base_url`, else hosted
+    Tinker: the jobs' own rule) is on this machine."""
+    from machine_lsp.engines.tinker_engine import is_local_url, resolve_base_url
+    from machine_lsp.jobs.common import tinker_base_url
+
+    return is_local_url(resolve_base_url(tinker_base_url(Path.cwd())))
 
 
 def ask(question: str, refusal: str) -> None:

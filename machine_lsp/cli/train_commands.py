@@ -1,6 +1,7 @@
 """`machine train sft|smoke|run`: the SFT scaffold, and the smoke and training runs as jobs with progress bars.
 
-Runs on Tinker cost money: without a terminal on stdin they need `--yes`; with one, they ask first. `train run`
+Runs on hosted Tinker cost money: without a terminal on stdin they need `--yes`; with one, they ask first (a local
+server, `machine tinker serve`, costs nothing and is not asked about). `train run`
 with no machine.toml says which defaults it would use and asks the same way (job_support.ask: one asking rule).
 Eval verbs are in eval_commands, `machine jobs` in jobs_commands, the job rendering in job_render.
 """

@@ -52,6 +52,10 @@ class CheckpointRecord(msgspec.Struct):
     created_at: str
     final: bool = False
     state: str | None = None  # Tinker training-state path (tinker://<run>/weights/<name>) used to resume
+    ttl_seconds: int | None = (
+        None  # the service deletes it this long after created_at (Tinker's intermediate ones)
+    )
+    expires_at: str | None = None
 
 
 class RunManifest(msgspec.Struct):
@@ -83,6 +87,12 @@ _enc = msgspec.json.Encoder()
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def iso_after(iso: str, seconds: int) -> str:
+    """The `now_iso()`-style time `seconds` after `iso`."""
+    moment = _dt.datetime.fromisoformat(iso.replace("Z", "+00:00")) + _dt.timedelta(seconds=seconds)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def new_run_id(job: str) -> str:

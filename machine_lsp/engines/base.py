@@ -38,8 +38,27 @@ class EngineError(Exception):
     """A precise, user-facing engine failure (bad setting, missing model or tokenizer, bad checkpoint)."""
 
 
+class OptimizerSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Adam settings both engines train with (machine.toml `[train]` adam_beta1, adam_beta2, adam_eps).
+
+    The defaults are tinker-cookbook's (`supervised.train.Config`): betas (0.9, 0.95), eps 1e-8. No weight decay and
+    no gradient clipping on either engine. The learning rate is per step (the schedule), so it is not here.
+    """
+
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+
+    def __post_init__(self) -> None:
+        for name, value in (("adam_beta1", self.beta1), ("adam_beta2", self.beta2)):
+            if not 0.0 <= value < 1.0:
+                raise EngineError(f"{name} must be in [0, 1), got {value}")
+        if not self.eps > 0:
+            raise EngineError(f"adam_eps must be positive, got {self.eps}")
+
+
 class LoraSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """LoRA and optimizer settings shared by both engines.
+    """LoRA and optimizer settings shared by both engines (`optimizer`: the Adam settings, the same on both).
 
     `target_modules` is peft's "all-linear" (every linear layer but the output head) or a list of module names
     such as `["q_proj", "v_proj"]`; the Tinker engine only uses `rank` (Tinker trains all layers).
@@ -50,6 +69,7 @@ class LoraSettings(msgspec.Struct, frozen=True, kw_only=True):
     target_modules: str | list[str] = "all-linear"
     learning_rate: float = 5e-4
     dropout: float = 0.0
+    optimizer: OptimizerSettings = msgspec.field(default_factory=OptimizerSettings)
 
     def __post_init__(self) -> None:
         if self.rank < 1:
@@ -82,6 +102,32 @@ class StepStats(msgspec.Struct, kw_only=True):
 
 
 @runtime_checkable
+class PendingStep(Protocol):
+    """One submitted training step (forward_backward, then optim_step): a future of its StepStats."""
+
+    def done(self) -> bool:
+        """True once the result is in (a local step is done when it is submitted)."""
+        ...
+
+    def result(self, timeout: float | None = None) -> StepStats:
+        """Wait for the step (at most `timeout` seconds; None: the engine's own call bound) and return its stats."""
+        ...
+
+
+class DoneStep:
+    """A `PendingStep` already computed: what an engine that trains in-process returns from `submit_step`."""
+
+    def __init__(self, stats: StepStats) -> None:
+        self.stats = stats
+
+    def done(self) -> bool:
+        return True
+
+    def result(self, timeout: float | None = None) -> StepStats:
+        return self.stats
+
+
+@runtime_checkable
 class Sampler(Protocol):
     def sample(self, prompts: Sequence[Sequence[Message]], max_tokens: int) -> list[str]:
         """Batched greedy completion of each prompt (a conversation ending before the assistant's turn)."""
@@ -94,8 +140,21 @@ class Trainer(Protocol):
 
     def optim_step(self, learning_rate: float) -> None: ...
 
-    def save(self, name: str) -> str:
-        """Save the current weights; returns the address (`local://<run-id>/<name>` or `tinker://...`)."""
+    def submit_step(self, batch: Sequence[tinker.Datum], learning_rate: float) -> PendingStep:
+        """forward_backward on `batch` then optim_step at `learning_rate`, returned as a future.
+
+        Tinker submits both requests back to back and returns at once (the SDK runs a client's requests in the
+        order they were submitted), so a caller can submit the next step before waiting on this one; the local
+        engine computes the step and returns it done. Steps run in the order they are submitted, and so does a
+        `save` called after them.
+        """
+        ...
+
+    def save(self, name: str, *, ttl_seconds: int | None = None) -> str:
+        """Save the current weights; returns the address (`local://<run-id>/<name>` or `tinker://...`).
+
+        `ttl_seconds`: how long the service keeps the checkpoint (Tinker; None keeps it). Local checkpoints are
+        files and ignore it."""
         ...
 
     def sampler(self) -> Sampler: ...

@@ -15,7 +15,9 @@ Training (`LocalTrainer.forward_backward`):
   and the model must learn to emit it).
 * The output head runs only on positions with a non-zero weight (it is frozen and tied to the embeddings; on a
   49k vocabulary it is ~20% of the model's FLOPs per position).
-* AdamW with Tinker's `AdamParams` defaults: betas (0.9, 0.95), eps 1e-12, no weight decay, no clipping.
+* AdamW with the settings' `optimizer` (machine.toml `adam_*`, the same Adam the Tinker engine sends): by default
+  the cookbook's betas (0.9, 0.95) and eps 1e-8; no weight decay, no clipping. `submit_step` computes the step
+  and returns it done (nothing to overlap in-process).
 
 Checkpoints: `<run_dir>/checkpoints/<name>/` with the peft adapter (`adapter_model.safetensors`,
 `adapter_config.json`), `optimizer.pt` and `manifest.json`, written to a temporary directory and renamed into
@@ -39,6 +41,7 @@ from machine_lsp.engines import render, smollm2
 from machine_lsp.engines.base import (
     CHECKPOINT_MANIFEST,
     CHECKPOINTS_DIR,
+    DoneStep,
     EngineError,
     LoraSettings,
     StepStats,
@@ -60,8 +63,6 @@ THREADS_ENV = "MACHINE_TORCH_THREADS"
 # (see docs/BENCHMARKS.md, "Local engine"); MACHINE_TORCH_THREADS or `threads=` overrides it.
 DEFAULT_THREADS = 1
 CHECKPOINT_FORMAT = "machine-lsp-local-checkpoint/1"
-ADAM_BETAS = (0.9, 0.95)
-ADAM_EPS = 1e-12
 
 Progress = Callable[[str], None]
 
@@ -286,8 +287,9 @@ class LocalTrainer:
         self.model.train()
         self.vocab_size = int(lm.get_output_embeddings().weight.shape[0])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        adam = lora.optimizer
         self.optimizer = torch.optim.AdamW(
-            self.params, lr=lora.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=0.0
+            self.params, lr=lora.learning_rate, betas=(adam.beta1, adam.beta2), eps=adam.eps, weight_decay=0.0
         )
 
     # -- the inner modules (peft injects LoRA layers in place, so these see the adapter) ---------------------
@@ -378,9 +380,18 @@ class LocalTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
 
+    def submit_step(self, batch: Sequence[tinker.Datum], learning_rate: float) -> DoneStep:
+        """The whole step, computed now: in-process there is nothing to overlap."""
+        started = time.perf_counter()
+        stats = self.forward_backward(batch)
+        self.optim_step(learning_rate)
+        stats.seconds = time.perf_counter() - started
+        return DoneStep(stats)
+
     # -- checkpoints ----------------------------------------------------------------------------------------
 
-    def save(self, name: str) -> str:
+    def save(self, name: str, *, ttl_seconds: int | None = None) -> str:
+        """The adapter, optimizer state and manifest as files (`ttl_seconds` is a service's: files stay)."""
         import torch
 
         check_name(name)
@@ -440,6 +451,9 @@ class LocalTrainer:
         optimizer_file = path / "optimizer.pt"
         if manifest.has_optimizer and optimizer_file.is_file():
             self.optimizer.load_state_dict(torch.load(optimizer_file, weights_only=True))
+            adam = self.lora.optimizer  # the saved param_groups carry the old run's betas/eps: use this run's
+            for group in self.optimizer.param_groups:
+                group.update(betas=(adam.beta1, adam.beta2), eps=adam.eps)
         self.step = manifest.step
         self.trained_tokens = manifest.trained_tokens
 

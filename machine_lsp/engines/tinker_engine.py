@@ -8,11 +8,16 @@
   loss; the reported loss is the cookbook's `compute_mean_nll` (sum(w * -logp) / sum(w)) over the batch.
 * Time bounds: with a key set and the service unreachable the SDK blocks for minutes in nested retries. Every SDK
   call that can block before returning a future (session and client creation, sampling) runs in a worker thread
-  with a deadline; training calls wait on the SDK future's own `result(timeout=)`. `preflight()` answers within
+  with a deadline; training calls wait on the SDK future's own `result(timeout=)`, with no thread. `preflight()` answers within
   `preflight_timeout` seconds (20 s by default) whether the key is missing or malformed, the service refuses connections or does not answer,
   or it rejects the key. A call that times out leaves its daemon thread behind: job processes end with `os._exit`.
-* Checkpoints: `save(name)` stores the training state (`tinker://<run>/weights/<name>`, used by `--resume`) and
-  sampler weights (`tinker://<run>/sampler_weights/<name>`, the returned address, used by evals).
+* The step, pipelined like `tinker_cookbook.supervised.train`: `submit_step` sends `forward_backward` and
+  `optim_step` back to back and returns a `TinkerPendingStep` at once (the SDK runs one client's requests in
+  submission order), so the job loop submits step n+1 before it waits on step n. Adam settings come from
+  `LoraSettings.optimizer` (machine.toml), the same the local engine uses.
+* Checkpoints: `save(name, ttl_seconds=)` submits the training state (`tinker://<run>/weights/<name>`, used by
+  `--resume`) and the sampler weights (`tinker://<run>/sampler_weights/<name>`, the returned address, used by
+  evals) together, then waits on both; `ttl_seconds` lets the service delete an intermediate checkpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import msgspec
 from machine_lsp.core.redact import redact_url, redact_urls
 from machine_lsp.core.runs import process_started_monotonic
 from machine_lsp.engines import render
-from machine_lsp.engines.base import TINKER_SCHEME, EngineError, LoraSettings, StepStats
+from machine_lsp.engines.base import TINKER_SCHEME, EngineError, LoraSettings, OptimizerSettings, StepStats
 
 if TYPE_CHECKING:  # pragma: no cover
     import tinker
@@ -47,8 +52,6 @@ URL_ENV = "TINKER_BASE_URL"
 PREFLIGHT_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy service
 CREATE_TIMEOUT_S = 900.0  # model creation can queue
-ADAM_BETAS = (0.9, 0.95)
-ADAM_EPS = 1e-8
 LOCAL_PLACEHOLDER_KEY = "tml-local-server"  # not a secret: a local server ignores it
 
 T = TypeVar("T")
@@ -385,7 +388,7 @@ class TinkerEngine:
                 "create training client",
                 self.base_url,
             )
-        return TinkerTrainer(self, model, renderer, client, run_dir)
+        return TinkerTrainer(self, model, renderer, client, run_dir, lora.optimizer)
 
     def sampler_for(self, model: str, checkpoint: str | None) -> TinkerSampler:
         renderer = self.renderer(model)
@@ -410,46 +413,92 @@ class TinkerEngine:
         return TinkerSampler(self, renderer, client)
 
 
+def _adam_params(settings: OptimizerSettings, learning_rate: float) -> Any:
+    import tinker
+
+    return tinker.AdamParams(
+        learning_rate=learning_rate, beta1=settings.beta1, beta2=settings.beta2, eps=settings.eps
+    )
+
+
+class TinkerPendingStep:
+    """A step on Tinker: its `forward_backward` and `optim_step` futures, both already submitted."""
+
+    def __init__(self, trainer: TinkerTrainer, data: list[tinker.Datum], fwd_bwd: Any, optim: Any) -> None:
+        self.trainer = trainer
+        self.data = data
+        self.fwd_bwd = fwd_bwd
+        self.optim = optim
+        self.submitted = time.perf_counter()
+        self._stats: StepStats | None = None
+
+    def done(self) -> bool:
+        return self._stats is not None or all(f.future().done() for f in (self.fwd_bwd, self.optim))
+
+    def result(self, timeout: float | None = None) -> StepStats:
+        """Both futures' own `result(timeout=)`, in the order the service runs them; the loss as the cookbook's."""
+        if self._stats is None:
+            wait = self.trainer.wait
+            out = wait(self.fwd_bwd, "forward_backward", timeout)
+            wait(self.optim, "optim_step", timeout)
+            self._stats = self.trainer.stats(self.data, out, self.submitted)
+        return self._stats
+
+
 class TinkerTrainer:
     """`Trainer` on a Tinker `TrainingClient`."""
 
-    def __init__(self, engine: TinkerEngine, model: str, renderer: Any, client: Any, run_dir: Path) -> None:
+    def __init__(
+        self,
+        engine: TinkerEngine,
+        model: str,
+        renderer: Any,
+        client: Any,
+        run_dir: Path,
+        optimizer: OptimizerSettings | None = None,
+    ) -> None:
         self.engine = engine
         self.model_name = model
         self.renderer = renderer
         self.client = client
         self.run_dir = Path(run_dir)
+        self.optimizer = optimizer or OptimizerSettings()
         self.last_state_path: str | None = None
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         return _bounded(fn, self.engine.call_timeout, what, self.engine.base_url)
 
-    def _wait(self, submit: Callable[[], Any], what: str) -> Any:
-        """Submit (the SDK returns a future at once) and wait with the future's own `result(timeout=)`: no thread."""
-        url = self.engine.base_url
+    def _submit(self, submit: Callable[[], Any], what: str) -> Any:
+        """An SDK call that returns its future at once (no network wait in this thread)."""
         try:
-            return submit().result(timeout=self.engine.call_timeout)
+            return submit()
+        except Exception as exc:
+            raise _translate(exc, what, self.engine.base_url) from None
+
+    def wait(self, future: Any, what: str, timeout: float | None = None) -> Any:
+        """The SDK future's own `result(timeout=)` (the engine's call bound by default): no thread."""
+        url = self.engine.base_url
+        timeout = self.engine.call_timeout if timeout is None else timeout
+        try:
+            return future.result(timeout=timeout)
         except (TimeoutError, concurrent.futures.TimeoutError):
             raise TinkerUnavailable(
-                f"Tinker at {url} did not finish {what} within {self.engine.call_timeout:.0f} s", "timeout"
+                f"Tinker at {url} did not finish {what} within {timeout:.0f} s", "timeout"
             ) from None
         except Exception as exc:
             raise _translate(exc, what, url) from None
 
-    def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
+    def _wait(self, submit: Callable[[], Any], what: str) -> Any:
+        return self.wait(self._submit(submit, what), what)
+
+    def stats(self, data: list[tinker.Datum], out: Any, started: float) -> StepStats:
         from tinker_cookbook.supervised.common import compute_mean_nll
 
-        data = list(batch)
-        if not data:
-            raise EngineError("forward_backward needs at least one datum")
-        started = time.perf_counter()
-        out = self._wait(lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward")
         logprobs = [o["logprobs"] for o in out.loss_fn_outputs]
-        weights = [d.loss_fn_inputs["weights"] for d in data]
-        loss = compute_mean_nll(logprobs, weights)
-        counts = render.count_tokens(data)
+        loss = compute_mean_nll(logprobs, [d.loss_fn_inputs["weights"] for d in data])
         if not math.isfinite(loss):
             raise EngineError(f"Tinker returned a non-finite loss ({loss})")
+        counts = render.count_tokens(data)
         return StepStats(
             loss=loss,
             tokens=counts.tokens,
@@ -457,20 +506,40 @@ class TinkerTrainer:
             seconds=time.perf_counter() - started,
         )
 
-    def optim_step(self, learning_rate: float) -> None:
-        import tinker
+    def _data(self, batch: Sequence[tinker.Datum]) -> list[tinker.Datum]:
+        data = list(batch)
+        if not data:
+            raise EngineError("forward_backward needs at least one datum")
+        return data
 
-        params = tinker.AdamParams(
-            learning_rate=learning_rate, beta1=ADAM_BETAS[0], beta2=ADAM_BETAS[1], eps=ADAM_EPS
-        )
+    def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
+        data = self._data(batch)
+        started = time.perf_counter()
+        out = self._wait(lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward")
+        return self.stats(data, out, started)
+
+    def optim_step(self, learning_rate: float) -> None:
+        params = _adam_params(self.optimizer, learning_rate)
         self._wait(lambda: self.client.optim_step(params), "optim_step")
 
-    def save(self, name: str) -> str:
-        """Training state (for resume) and sampler weights; returns the sampler address."""
-        state = self._wait(lambda: self.client.save_state(name), "save_state")
-        self.last_state_path = state.path
-        sampler = self._wait(lambda: self.client.save_weights_for_sampler(name), "save_weights")
-        return str(sampler.path)
+    def submit_step(self, batch: Sequence[tinker.Datum], learning_rate: float) -> TinkerPendingStep:
+        """`forward_backward` and `optim_step` submitted back to back; nothing is awaited here."""
+        data = self._data(batch)
+        params = _adam_params(self.optimizer, learning_rate)
+        fwd_bwd = self._submit(
+            lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward"
+        )
+        optim = self._submit(lambda: self.client.optim_step(params), "optim_step")
+        return TinkerPendingStep(self, data, fwd_bwd, optim)
+
+    def save(self, name: str, *, ttl_seconds: int | None = None) -> str:
+        """Training state (for resume) and sampler weights, submitted together; returns the sampler address."""
+        state = self._submit(lambda: self.client.save_state(name, ttl_seconds=ttl_seconds), "save_state")
+        sampler = self._submit(
+            lambda: self.client.save_weights_for_sampler(name, ttl_seconds=ttl_seconds), "save_weights"
+        )
+        self.last_state_path = self.wait(state, "save_state").path
+        return str(self.wait(sampler, "save_weights").path)
 
     def sampler(self) -> TinkerSampler:
         client = self._call(

@@ -69,6 +69,17 @@ def make_engine(ctx: JobContext, engine: str, threads: int | None = None) -> Any
         raise JobError(str(exc), kind="engine") from None
 
 
+def served_model(ctx: JobContext, engine: Any, model: str) -> str:
+    """The model the engine really uses, recorded in the manifest: a self-hosted Tinker server trains and samples
+    the model it serves in place of the hosted default (`TinkerEngine.resolve_model`)."""
+    resolve = getattr(engine, "resolve_model", None)
+    actual = str(resolve(model)) if resolve is not None else model
+    if actual != model:
+        ctx.log(f"model: {actual}, the one the server serves ({model} is not served there)")
+    ctx.update(model=actual)
+    return actual
+
+
 def renderer_for(engine: Any, model: str) -> Any:
     from machine_lsp.engines import render
 

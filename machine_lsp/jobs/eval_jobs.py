@@ -16,7 +16,7 @@ import msgspec
 
 from machine_lsp.core import evals, runs
 from machine_lsp.jobs import events as ev
-from machine_lsp.jobs.common import make_engine, project_config
+from machine_lsp.jobs.common import make_engine, project_config, served_model
 from machine_lsp.jobs.data import resolve
 from machine_lsp.jobs.runner import JobContext, JobError
 
@@ -111,14 +111,16 @@ def _setup(ctx: JobContext, args: EvalArgs) -> tuple[Any, str, str, str | None]:
 
 def _sampler(
     ctx: JobContext, engine_name: str, threads: int | None, model: str, checkpoint: str | None
-) -> Any:
+) -> tuple[Any, str]:
+    """(the sampler, the model it samples: a self-hosted Tinker server's own in place of the hosted default)."""
     from machine_lsp.engines.base import EngineError
 
     engine = make_engine(ctx, engine_name, threads)
+    model = served_model(ctx, engine, model)
     what = checkpoint or f"base model {model}"
     ctx.emit(ev.Progress(done=0, total=None, message=f"loading {what}"))
     try:
-        return engine.sampler_for(model, checkpoint)
+        return engine.sampler_for(model, checkpoint), model
     except EngineError as exc:
         raise JobError(str(exc), kind="engine") from None
 
@@ -176,7 +178,7 @@ def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -
     cfg, engine_name, model, checkpoint = _setup(ctx, args)
     data_path, sha, cases = _eval_cases(ctx, cfg)
 
-    sampler = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
+    sampler, model = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
     loaded = time.perf_counter()
     outputs = _sample_all(ctx, sampler, [c.messages for c in cases], cfg.eval.max_tokens, name)
     sampled = time.perf_counter()
@@ -291,7 +293,7 @@ def eval_probe(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
     started = time.perf_counter()
     cfg, engine_name, model, checkpoint = _setup(ctx, args)
     name = args.name or (checkpoint_name(checkpoint) if checkpoint else "baseline")
-    sampler = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
+    sampler, model = _sampler(ctx, engine_name, cfg.train.threads, model, checkpoint)
     loaded = time.perf_counter()
     probe = _probe(ctx, cfg, sampler)
     done = time.perf_counter()

@@ -232,11 +232,26 @@ class JobContext:
                 raise Cancelled(signum)
 
     def add_checkpoint(
-        self, name: str, address: str, step: int, *, final: bool = False, state: str | None = None
+        self,
+        name: str,
+        address: str,
+        step: int,
+        *,
+        final: bool = False,
+        state: str | None = None,
+        ttl_seconds: int | None = None,
     ) -> None:
         self.run_dir  # noqa: B018 - a checkpoint is work: its run is recorded from here on
+        created = runs.now_iso()
         record = runs.CheckpointRecord(
-            name=name, address=address, step=step, created_at=runs.now_iso(), final=final, state=state
+            name=name,
+            address=address,
+            step=step,
+            created_at=created,
+            final=final,
+            state=state,
+            ttl_seconds=ttl_seconds,
+            expires_at=runs.iso_after(created, ttl_seconds) if ttl_seconds else None,
         )
         self.manifest.checkpoints.append(record)
         self.manifest.last_checkpoint = address

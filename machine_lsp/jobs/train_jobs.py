@@ -5,9 +5,15 @@ snapshotted into the run dir) -> cookbook Datums (render.py, the engine's render
 
 * Batches: rows are shuffled once per epoch with `seed + epoch` and cut into `batch_size` chunks, so the schedule is a
   pure function of the config and a resumed run continues with exactly the batches it would have seen.
-* Learning rate: the cookbook's schedule multiplier (`lr_schedule`: constant, linear or cosine).
+* Learning rate: the cookbook's schedule multiplier (`lr_schedule`: constant, linear or cosine); Adam settings from
+  machine.toml (`adam_beta1`, `adam_beta2`, `adam_eps`), the same on both engines.
+* Pipelined like `tinker_cookbook.supervised.train` (its `submit_ahead=1`): step n+1 is submitted before step n's
+  result is awaited (`Trainer.submit_step`), so on Tinker a step costs about one wait instead of two. A step that is
+  already done when submitted (the local engine) is recorded at once. At a checkpoint the loop waits for step n
+  before it saves, and saves before it submits step n+1, so `step-<n>` holds exactly n optimizer steps.
 * Checkpoints every `save_every` steps and a final one (`step-<N>`, final=true), each recorded in the manifest with
-  its address; `--resume RUN` (a run id or a checkpoint address) continues from the last checkpoint.
+  its address; `--resume RUN` (a run id or a checkpoint address) continues from the last checkpoint. On Tinker the
+  intermediate ones expire after `checkpoint_ttl` seconds (recorded as `expires_at`); the final one is kept.
 * Per-step stats go to `metrics.jsonl`; `loss.png` is redrawn at each checkpoint and at the end (also on cancel).
 """
 
@@ -22,11 +28,11 @@ import msgspec
 from machine_lsp.core import runs
 from machine_lsp.core.schema import TrainingRow
 from machine_lsp.jobs import events as ev
-from machine_lsp.jobs.common import make_engine, project_config, renderer_for
+from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.data import training_data
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import TRAIN_KEYS, TrainSection
-from machine_lsp.scaffold.support import lr_at, schedule
+from machine_lsp.scaffold.support import lora_settings, lr_at, schedule
 
 SMOKE_STEPS = 2
 
@@ -49,6 +55,13 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     threads: int | None = None
     resume: str | None = None
     sample_max_tokens: int = 24
+
+
+class _Submitted(msgspec.Struct):
+    step: int
+    lr: float
+    pending: Any  # the trainer's PendingStep
+    submitted: float  # time.perf_counter() at submission
 
 
 class StepRecord(msgspec.Struct):
@@ -121,12 +134,12 @@ def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
 
 def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
     cfg = _config(ctx, args, smoke)
-    model = cfg.resolved_model()
     labelled, snapshot = training_data(ctx, cfg.data)
     ctx.add_data(snapshot)
     ctx.log(f"data: {snapshot.rows} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})")
 
     engine = make_engine(ctx, cfg.engine, cfg.threads)
+    model = served_model(ctx, engine, cfg.resolved_model())
     datums = _datums(labelled, _renderer(engine, model), cfg)
     plan = schedule(len(datums), cfg)
     start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine, len(plan))
@@ -140,7 +153,7 @@ def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, 
             sample = _sample_one(ctx, trainer, labelled[plan[0][0]][1], len(plan), args.sample_max_tokens)
     finally:
         loss_png = loop.close()
-    return _outcome(ctx, cfg, loop, snapshot, loss_png, sample if smoke else None, smoke)
+    return _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
 
 
 def _config(ctx: JobContext, args: TrainArgs, smoke: bool) -> TrainSection:
@@ -177,10 +190,10 @@ def _resume(ctx: JobContext, ref: str | None, engine: str, total: int) -> tuple[
 def _create_trainer(
     ctx: JobContext, engine: Any, model: str, cfg: TrainSection, resume_from: str | None
 ) -> Any:
-    from machine_lsp.engines.base import EngineError, LoraSettings
+    from machine_lsp.engines.base import EngineError
 
     try:
-        lora = LoraSettings(rank=cfg.rank, alpha=cfg.alpha, learning_rate=cfg.resolved_lr())
+        lora = lora_settings(cfg)
         ctx.emit(ev.Progress(done=0, total=None, message=f"loading {model} on the {cfg.engine} engine"))
         loaded = time.perf_counter()
         trainer = engine.create_trainer(model, lora, ctx.run_dir, resume_from=resume_from)
@@ -211,15 +224,27 @@ class _TrainLoop:
         ctx.emit(ev.Progress(done=start_step, total=self.total, message=f"training {self.total} steps"))
         self.metrics = open(ctx.run_dir / "metrics.jsonl", "ab")  # noqa: SIM115
         self.started = time.perf_counter()
+        self.last_finished = self.started
 
     def run(self, smoke: bool) -> None:
+        """One step in flight ahead of the one awaited (the cookbook's loop); drained at each checkpoint."""
         cfg, total = self.cfg, self.total
+        pending: _Submitted | None = None
         for step in range(self.start_step + 1, total + 1):
-            self.step(step)
+            submitted = self.submit(step)
+            if pending is not None:
+                self.finish(pending)
+            pending = submitted
+            if pending.pending.done():  # computed in-process: record it now rather than after the next step
+                self.finish(pending)
+                pending = None
             if not smoke and cfg.save_every and step % cfg.save_every == 0 and step < total:
+                if pending is not None:  # step n's result before its checkpoint; step n+1 waits for the save
+                    self.finish(pending)
+                    pending = None
                 self.save(step, final=False)
-            elif step % 10 == 0:
-                self.ctx.save_manifest()
+        if pending is not None:
+            self.finish(pending)
         if not smoke:
             if total in self.saved_steps:
                 self.ctx.manifest.checkpoints[-1].final = True
@@ -227,18 +252,30 @@ class _TrainLoop:
             else:
                 self.save(total, final=True)
 
-    def step(self, step: int) -> None:
+    def submit(self, step: int) -> _Submitted:
         from machine_lsp.engines.base import EngineError
 
         batch = [self.datums[i] for i in self.plan[step - 1]]
         lr = lr_at(step, self.total, self.cfg)
-        t0 = time.perf_counter()
+        submitted = time.perf_counter()
         try:
-            stats = self.trainer.forward_backward(batch)
-            self.trainer.optim_step(lr)
+            pending = self.trainer.submit_step(batch, lr)
         except EngineError as exc:
             raise JobError(f"step {step}: {exc}", kind="engine") from None
-        seconds = time.perf_counter() - t0
+        return _Submitted(step, lr, pending, submitted)
+
+    def finish(self, submitted: _Submitted) -> None:
+        """Wait for a step, then record it: metrics.jsonl, a Step event, the manifest's steps_done."""
+        from machine_lsp.engines.base import EngineError
+
+        step, lr = submitted.step, submitted.lr
+        try:
+            stats = submitted.pending.result()
+        except EngineError as exc:
+            raise JobError(f"step {step}: {exc}", kind="engine") from None
+        now = time.perf_counter()
+        seconds = now - max(submitted.submitted, self.last_finished)  # this step's share of the wall time
+        self.last_finished = now
         if not math.isfinite(stats.loss):
             raise JobError(f"step {step}: the loss is not finite ({stats.loss}); lower the learning rate")
         record = StepRecord(step, stats.loss, lr, stats.tokens, stats.trained_tokens, seconds)
@@ -246,7 +283,7 @@ class _TrainLoop:
         self.metrics.write(msgspec.json.encode(record) + b"\n")
         self.metrics.flush()
         self.tokens_total += stats.tokens
-        per_step = (time.perf_counter() - self.started) / (step - self.start_step)
+        per_step = (now - self.started) / (step - self.start_step)
         self.ctx.emit(
             ev.Step(
                 step=step,
@@ -259,19 +296,28 @@ class _TrainLoop:
             )
         )
         self.ctx.manifest.steps_done = step
+        if step % 10 == 0:
+            self.ctx.save_manifest()
 
     def save(self, step: int, final: bool) -> None:
         from machine_lsp.engines.base import EngineError
 
         name = f"step-{step}"
         ctx = self.ctx
+        # Tinker deletes an intermediate checkpoint after its TTL (the cookbook's 7 days); the final one is kept.
+        ttl = self.cfg.checkpoint_ttl if self.cfg.engine == "tinker" and not final else 0
         with ctx.shielded():  # a cancel during the save waits until the checkpoint is written and recorded
             try:
-                address = self.trainer.save(name)
+                address = self.trainer.save(name, ttl_seconds=ttl or None)
             except EngineError as exc:
                 raise JobError(f"saving checkpoint {name}: {exc}", kind="engine") from None
             ctx.add_checkpoint(
-                name, address, step, final=final, state=getattr(self.trainer, "last_state_path", None)
+                name,
+                address,
+                step,
+                final=final,
+                state=getattr(self.trainer, "last_state_path", None),
+                ttl_seconds=ttl or None,
             )
         self.saved_steps.add(step)
         _write_loss_png(ctx, self.history)
@@ -306,6 +352,7 @@ def _sample_one(
 def _outcome(
     ctx: JobContext,
     cfg: TrainSection,
+    model: str,
     loop: _TrainLoop,
     snapshot: Any,
     loss_png: str | None,
@@ -317,7 +364,7 @@ def _outcome(
     losses = [h.loss for h in history]
     result: dict[str, Any] = {
         "engine": cfg.engine,
-        "model": cfg.resolved_model(),
+        "model": model,
         "steps": loop.total,
         "steps_run": len(history),
         "losses": [round(x, 6) for x in losses],

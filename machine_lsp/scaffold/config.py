@@ -17,6 +17,7 @@ LOCAL_DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TINKER_DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
 DEFAULT_LR = {"local": 5e-4, "tinker": 2e-4}
 DEFAULT_FORMAT_PATTERN = r"^answer: -?\d+$"
+CHECKPOINT_TTL_S = 604800  # 7 days, tinker-cookbook's `ttl_seconds` for periodic checkpoints
 
 EngineName = Literal["local", "tinker"]
 
@@ -60,6 +61,11 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     train_on: str = "all_assistant_messages"
     seed: int = 0
     threads: int | None = None  # local engine torch threads; None: its measured default
+    # Adam, the same on both engines (tinker-cookbook's supervised.train defaults)
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    adam_eps: float = 1e-8
+    checkpoint_ttl: int = CHECKPOINT_TTL_S  # seconds Tinker keeps an intermediate checkpoint; 0: forever
 
     def __post_init__(self) -> None:
         checks = [
@@ -72,6 +78,15 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             (self.save_every >= 0, "save_every must be >= 0"),
             (self.max_length is None or self.max_length >= 16, "max_length must be >= 16"),
             (self.threads is None or self.threads >= 1, "threads must be >= 1"),
+            (
+                0 <= self.adam_beta1 < 1 and 0 <= self.adam_beta2 < 1,
+                "adam_beta1 and adam_beta2 must be in [0, 1)",
+            ),
+            (self.adam_eps > 0, "adam_eps must be > 0"),
+            (
+                self.checkpoint_ttl == 0 or self.checkpoint_ttl >= 3600,
+                "checkpoint_ttl must be 0 or >= 3600 s",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -182,6 +197,10 @@ _COMMENTS = {
     "learning_rate": "unset = engine default (local 5e-4, tinker 2e-4)",
     "save_every": "checkpoint every N steps (0 = final only)",
     "threads": "local engine torch threads; unset = measured default",
+    "adam_beta1": "Adam beta1, both engines (the cookbook's default)",
+    "adam_beta2": "Adam beta2, both engines",
+    "adam_eps": "Adam epsilon, both engines",
+    "checkpoint_ttl": "seconds Tinker keeps intermediate checkpoints (the final is kept); 0 = keep all",
     "format_pattern": "the trained answer format (format-compliance rate)",
     "bleed_pattern": "a probe answer matching this leaks the format; unset = the format's literal prefix",
     "probe_questions": "extra off-distribution probe questions (one per line, or JSONL)",

@@ -45,6 +45,14 @@ def lr_at(step: int, total: int, cfg: TrainSection) -> float:
     return cfg.resolved_lr() * compute_schedule_lr_multiplier(cfg.lr_schedule, step - 1, max(total, 1))
 
 
+def lora_settings(cfg: TrainSection) -> Any:
+    """machine.toml's `[train]` as the engines' LoraSettings: LoRA, learning rate and Adam (the same on both)."""
+    from machine_lsp.engines.base import LoraSettings, OptimizerSettings
+
+    adam = OptimizerSettings(beta1=cfg.adam_beta1, beta2=cfg.adam_beta2, eps=cfg.adam_eps)
+    return LoraSettings(rank=cfg.rank, alpha=cfg.alpha, learning_rate=cfg.resolved_lr(), optimizer=adam)
+
+
 def read_rows(path: Path) -> list[TrainingRow]:
     """Chat rows from a JSONL file through our own parser (tool calls, content parts, extra keys all kept)."""
     try:

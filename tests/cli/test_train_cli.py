@@ -230,6 +230,24 @@ def test_tinker_verbs_need_yes_without_a_terminal(proj: Path) -> None:
     assert out.returncode == 1 and "no Tinker API key" in out.stderr
 
 
+def test_a_local_tinker_server_costs_nothing_so_nobody_is_asked(
+    proj: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[tinker] base_url` on loopback (what `machine tinker serve` writes): no --yes needed; a hosted URL still asks."""
+    from machine_lsp.tinker_server.process import free_port
+
+    monkeypatch.delenv("TINKER_BASE_URL", raising=False)
+    assert main(["train", "sft", "train.jsonl", "--engine", "tinker"]) == 0
+    port = free_port()  # nothing listens there: the job starts, then fails its preflight at once
+    with (proj / "machine.toml").open("a") as f:
+        f.write(f"\n[tinker]\nbase_url = 'http://127.0.0.1:{port}'\n")
+    out = _cli(proj, "train", "smoke", timeout=90)
+    assert "costs money" not in out.stderr and "--yes" not in out.stderr
+    assert out.returncode == 1 and f"127.0.0.1:{port}" in out.stderr and "refused" in out.stderr
+    hosted = _cli(proj, "train", "smoke", TINKER_BASE_URL="https://tinker.example.invalid")
+    assert hosted.returncode == 2 and "costs money" in hosted.stderr
+
+
 def test_eval_init_writes_eval_py(proj: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["train", "eval", "init"]) == 0
     assert (proj / "eval.py").is_file() and (proj / "machine.toml").is_file()

@@ -38,7 +38,7 @@ def local_engine(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="session")
 def trained_run(local_engine: Any) -> TrainedRun:
-    """8 steps of LoRA SFT on 4 arithmetic rows, then a checkpoint `step-8` and greedy outputs."""
+    """8 steps (submit_step) of LoRA SFT on 4 arithmetic rows, then a checkpoint `step-8` and greedy outputs."""
     from machine_lsp.engines import render
     from machine_lsp.engines.base import LoraSettings
 
@@ -49,9 +49,9 @@ def trained_run(local_engine: Any) -> TrainedRun:
     datums = render.to_datums(rows, trainer.renderer)
     losses = []
     for _ in range(8):
-        stats = trainer.forward_backward(datums)
-        trainer.optim_step(5e-4)
-        losses.append(stats.loss)
+        pending = trainer.submit_step(datums, 5e-4)  # the job loop's call: forward_backward + optim_step
+        assert pending.done()  # the local engine computes the step when it is submitted
+        losses.append(pending.result().loss)
     address = trainer.save("step-8")
     prompts = [row[:1] for row in arithmetic_rows([(3, 4), (12, 30), (40, 2), (9, 9), (100, 23)])]
     outputs = trainer.sampler().sample(prompts, 16)

@@ -247,6 +247,21 @@ def test_resume_restores_weights_and_step(trained_run: TrainedRun) -> None:
 
 
 @pytest.mark.slow
+def test_adam_settings_are_the_torch_optimizers(trained_run: TrainedRun) -> None:
+    """One Adam for both engines: the cookbook's defaults, or what LoraSettings.optimizer (machine.toml) says."""
+    from machine_lsp.engines.base import OptimizerSettings
+
+    assert trained_run.trainer.lora.optimizer == OptimizerSettings(beta1=0.9, beta2=0.95, eps=1e-8)
+    assert all(
+        g["eps"] == 1e-8 and g["betas"] == (0.9, 0.95) for g in trained_run.trainer.optimizer.param_groups
+    )
+    lora = LoraSettings(optimizer=OptimizerSettings(beta1=0.8, beta2=0.99, eps=1e-6))
+    other = trained_run.engine.create_trainer(MODEL, lora, trained_run.run_dir.parent / "adam")
+    groups = other.optimizer.param_groups
+    assert all(g["eps"] == 1e-6 and g["betas"] == (0.8, 0.99) and g["weight_decay"] == 0.0 for g in groups)
+
+
+@pytest.mark.slow
 def test_a_local_model_directory_works_as_the_model(
     smollm2_dir: Path, trained_run: TrainedRun, tmp_path: Path
 ) -> None:

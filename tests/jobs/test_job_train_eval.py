@@ -250,3 +250,31 @@ def test_latest_without_a_training_run_is_a_clear_error(project: Path, run_job) 
     code, events, _ = run_job(project, "eval-checkpoint", {"data": "eval.jsonl", "checkpoint": "latest"})
     assert code == 1 and events[-1]["event"] == "error" and events[-1]["kind"] == "input"
     assert "no training run with a checkpoint" in events[-1]["message"]
+
+
+def test_machine_toml_adam_settings_reach_the_torch_optimizer(proj: Path, job_env) -> None:  # noqa: ANN001
+    """adam_* in machine.toml are the local AdamW's betas/eps (seen in the checkpoint's optimizer state), and a
+    resumed run takes its own config's, not the ones saved with the optimizer state. (Last in the module: its runs
+    become the project's latest.)"""
+    import torch
+
+    base = "[train]\ndata = 'train.jsonl'\nbatch_size = 3\n"
+    (proj / "adam-a.toml").write_text(base + "adam_beta2 = 0.99\nadam_eps = 1e-06\n")
+    (proj / "adam-b.toml").write_text(base + "adam_eps = 1e-07\n")
+
+    def groups(run_id: str, name: str) -> list[dict]:
+        path = proj / ".machine" / "runs" / run_id / "checkpoints" / name / "optimizer.pt"
+        return torch.load(path, weights_only=True)["param_groups"]
+
+    code, events, err = _run(proj, "train-run", {"config": "adam-a.toml", "steps": 1}, job_env)
+    assert code == 0, err[-3000:]
+    first = events[0]["run_id"]
+    assert all(g["eps"] == 1e-6 and tuple(g["betas"]) == (0.9, 0.99) for g in groups(first, "step-1"))
+    assert _manifest(proj, first)["config"]["adam_eps"] == 1e-6
+
+    code, events, err = _run(
+        proj, "train-run", {"config": "adam-b.toml", "steps": 2, "resume": first}, job_env
+    )
+    assert code == 0, err[-3000:]
+    resumed = events[0]["run_id"]
+    assert all(g["eps"] == 1e-7 and tuple(g["betas"]) == (0.9, 0.95) for g in groups(resumed, "step-2"))
