@@ -80,12 +80,10 @@ def confirm_cost(args: argparse.Namespace, engine: str, verb: str, payload: dict
 
 
 def tinker_is_local() -> bool:
-    """The Tinker server a job here would use (TINKER_BASE_URL, else machine.toml `[tinker] base_url`, else hosted
-    Tinker: the jobs' own rule) is on this machine."""
-    from machine_lsp.engines.tinker_engine import is_local_url, resolve_base_url
-    from machine_lsp.jobs.common import tinker_base_url
+    """The Tinker server a job here would use is on this machine (`scaffold.config.project_tinker_url`)."""
+    from machine_lsp.scaffold.config import tinker_costs_money
 
-    return is_local_url(resolve_base_url(tinker_base_url(Path.cwd())))
+    return not tinker_costs_money(Path.cwd())
 
 
 def ask(question: str, refusal: str) -> None:

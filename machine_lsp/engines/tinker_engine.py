@@ -39,6 +39,7 @@ from machine_lsp.core.redact import redact_url, redact_urls
 from machine_lsp.core.runs import process_started_monotonic
 from machine_lsp.engines import render
 from machine_lsp.engines.base import TINKER_SCHEME, EngineError, LoraSettings, OptimizerSettings, StepStats
+from machine_lsp.engines.tinker_url import URL_ENV, is_local_url, resolve_base_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import tinker
@@ -46,9 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from machine_lsp.core.schema import Message
 
 DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
-DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/tinker-prod"
 KEY_ENV = "TINKER_API_KEY"
-URL_ENV = "TINKER_BASE_URL"
 PREFLIGHT_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy service
 CREATE_TIMEOUT_S = 900.0  # model creation can queue
@@ -69,17 +68,6 @@ class PreflightResult(msgspec.Struct):
     base_url: str
     seconds: float
     models: list[str] | None = None
-
-
-def resolve_base_url(explicit: str | None = None) -> str:
-    """`explicit`, else TINKER_BASE_URL, else hosted Tinker. (The jobs pass machine.toml's `[tinker] base_url` as
-    `explicit` when TINKER_BASE_URL is unset: the engine reads no project config.)"""
-    return (explicit or os.environ.get(URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
-
-
-def is_local_url(url: str) -> bool:
-    """A server on this machine (`machine tinker serve`): it takes no API key."""
-    return urllib.parse.urlparse(url).hostname in {"127.0.0.1", "localhost", "::1"}
 
 
 def _scrub(text: str) -> str:

@@ -40,6 +40,10 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
             engine,
         )
     plan = JobPlan(verb=verb, engine=engine, model=config.train.resolved_model(), checkpoint=checkpoint)
+    if engine == "tinker":
+        from machine_lsp.scaffold.config import tinker_costs_money
+
+        plan.costs_money = tinker_costs_money(project)
     if training:
         plan.data, plan.rows, plan.problem = _training_rows(project, config.train.data)
         if plan.rows:

@@ -96,6 +96,7 @@ class JobPlan(msgspec.Struct, kw_only=True):
     steps: int | None = None
     tokens: int | None = None  # an estimate from characters
     problem: str | None = None
+    costs_money: bool = False  # on hosted Tinker (a server on this machine is free)
     message: str = ""
 
 

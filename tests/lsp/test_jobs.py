@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -179,6 +180,29 @@ async def test_long_runs_ask_first(vscode):
     assert "train-run on local: 2 rows from train.jsonl, 1 step, ~16 tokens" in client.questions[0].message
     assert [a.title for a in client.questions[0].actions] == ["Run", "Cancel"]
     assert not list((client.root / ".machine").glob("runs/*"))  # nothing ran
+
+
+async def test_tinker_runs_ask_only_when_they_cost_money(vscode):
+    """Hosted Tinker is paid: a smoke run there asks first. A server on this machine (`machine tinker serve`
+    wrote its loopback URL to machine.toml) is free: the run starts without a question."""
+    client = vscode
+    row = '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}\n'
+    (client.root / "train.jsonl").write_text(row * 2)
+    args = {"data": "train.jsonl", "engine": "tinker"}
+    plan = await command(client, "machine.train.smoke", {**args, "plan": True})
+    assert plan["costs_money"] is True
+    client.answers.append("Cancel")
+    declined = await command(client, "machine.train.smoke", args)
+    assert declined["status"] == "declined" and len(client.questions) == 1
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (client.root / "machine.toml").write_text(f'[tinker]\nbase_url = "http://127.0.0.1:{port}"\n')
+    plan = await command(client, "machine.train.smoke", {**args, "plan": True})
+    assert plan["costs_money"] is False
+    with pytest.raises(JsonRpcException, match=f"127.0.0.1:{port}"):  # it ran, and found no server there
+        await command(client, "machine.train.smoke", args)
+    assert len(client.questions) == 1  # no second question
 
 
 async def test_scaffolds(vscode):

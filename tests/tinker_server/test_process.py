@@ -175,18 +175,24 @@ def test_a_broken_machine_toml_is_not_overwritten(tmp_path: Path) -> None:
 
 
 def test_the_jobs_find_the_served_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from machine_lsp.engines import tinker_engine
+    from machine_lsp.engines import tinker_url
     from machine_lsp.jobs.common import tinker_base_url
+    from machine_lsp.scaffold.config import project_tinker_url, tinker_costs_money
 
     monkeypatch.delenv("TINKER_BASE_URL", raising=False)
     assert tinker_base_url(tmp_path) is None
-    assert tinker_engine.resolve_base_url(tinker_base_url(tmp_path)) == tinker_engine.DEFAULT_BASE_URL
+    assert tinker_url.resolve_base_url(tinker_base_url(tmp_path)) == tinker_url.DEFAULT_BASE_URL
+    assert project_tinker_url(tmp_path) == tinker_url.DEFAULT_BASE_URL
+    assert tinker_costs_money(tmp_path)  # hosted Tinker
     project.set_base_url(tmp_path, "http://127.0.0.1:8765/")
-    assert tinker_engine.resolve_base_url(tinker_base_url(tmp_path)) == "http://127.0.0.1:8765"
-    monkeypatch.setenv("TINKER_BASE_URL", "http://127.0.0.1:9999")
+    assert tinker_url.resolve_base_url(tinker_base_url(tmp_path)) == "http://127.0.0.1:8765"
+    assert project_tinker_url(tmp_path) == "http://127.0.0.1:8765"
+    assert not tinker_costs_money(tmp_path)  # `machine tinker serve` on this machine
+    monkeypatch.setenv("TINKER_BASE_URL", "https://tinker.example.com")
     assert tinker_base_url(tmp_path) is None  # the environment wins
-    assert tinker_engine.resolve_base_url(tinker_base_url(tmp_path)) == "http://127.0.0.1:9999"
-    assert tinker_engine.resolve_base_url("http://explicit:1") == "http://explicit:1"
+    assert project_tinker_url(tmp_path) == "https://tinker.example.com"
+    assert tinker_costs_money(tmp_path)
+    assert tinker_url.resolve_base_url("http://explicit:1") == "http://explicit:1"
 
 
 def test_a_transformers_5_model_dir_is_served_through_a_4x_view(

@@ -328,9 +328,12 @@ class CommandsFeature(LanguageFeature):
             job_args = {k: v for k, v in args.items() if k not in CONTROL_KEYS}
             if args.get("plan") is True:
                 return await self._plan(verb, job_args, args)
-            if (ask or job_args.get("engine") == "tinker") and args.get("yes") is not True:
-                # Ask about the run that will happen; one sure to fail is refused with the reason instead.
+            if args.get("yes") is not True and (ask or job_args.get("engine") in (None, "tinker")):
+                # Long runs and runs on hosted Tinker (paid) ask about the run that will happen; one sure to
+                # fail is refused with the reason instead. The plan says which engine and server it will be.
                 plan = await self._plan(verb, job_args, args)
+                if not (ask or plan.costs_money):
+                    return await self._run_job(verb, title, job_args, args)
                 if plan.problem is not None:
                     raise CommandError(message=f"{title} not started: {plan.problem}")
                 if not await self._confirm(title, plan):

@@ -90,6 +90,7 @@ export interface JobPlan {
   steps: number | null;
   tokens: number | null;
   problem: string | null;
+  costs_money: boolean;
   message: string;
 }
 /**
