@@ -14,7 +14,6 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -111,23 +110,6 @@ def test_a_write_refused_by_the_kernel_exits_3_and_loses_nothing(project: Path) 
     assert sorted(os.listdir(project / ".machine")) == ["tagged.jsonl"]
     assert machine(project, "bad", "--from", f"{CHAT}:2").returncode == 0
     assert "tagged: 2" in machine(project, "data").stdout
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"mount -t tmpfs not permitted here ({done.stderr.strip()})")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def test_read_only_store_reads_work_and_writes_exit_3(tmpfs: Path) -> None:
