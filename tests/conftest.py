@@ -1,5 +1,5 @@
-"""Fixtures several test folders share: a small real tmpfs (a disk that really fills up) and a TCP server that
-accepts connections and never answers (the network boundary of the Tinker jobs)."""
+"""Fixtures several test folders share: a small real tmpfs (a disk that really fills up) and what fills it, a TCP
+server that accepts connections and never answers and a closed port (the network boundary of the Tinker jobs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,23 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with open(filler, "wb", buffering=0) as handle:
+        while True:
+            try:
+                handle.write(b"x" * 512)
+            except OSError:
+                break
+    return filler
+
+
+@pytest.fixture(scope="session")
+def fill_disk() -> Callable[[Path], Path]:
+    """`fill_disk(disk)`: fill the disk up completely with one file and return it (delete it to free the space)."""
+    return _fill
 
 
 @pytest.fixture

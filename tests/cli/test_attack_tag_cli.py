@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -125,17 +126,11 @@ def test_read_only_store_reads_work_and_writes_exit_3(tmpfs: Path) -> None:
     one_line_error(machine(tmpfs, "bad", "--from", f"{CHAT}:2"), 3, "read-only file system")
 
 
-def test_full_disk_tag_exits_3_and_the_next_tag_works(tmpfs: Path) -> None:
+def test_full_disk_tag_exits_3_and_the_next_tag_works(tmpfs: Path, fill_disk: Callable[[Path], Path]) -> None:
     assert machine(tmpfs, "good", "--from", f"{CHAT}:1").returncode == 0
     tagged = tmpfs / ".machine" / "tagged.jsonl"
     before = tagged.read_bytes()
-    filler = tmpfs / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        while True:
-            try:
-                handle.write(b"x" * 512)
-            except OSError:
-                break
+    filler = fill_disk(tmpfs)
     long_turn = tmpfs.parent / "long.jsonl"  # the input lives off the full disk; its reply needs new pages
     long_turn.write_text(
         '{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"' + "w" * 9000 + '"}]}\n'

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -177,27 +178,15 @@ def test_a_fifo_as_tagged_jsonl_is_refused_without_blocking(store: Store) -> Non
     assert time.monotonic() - started < 10  # the old store blocked here forever (opening a FIFO waits)
 
 
-def fill(disk: Path) -> Path:
-    """Fill the disk up completely with one file; returns it (delete it to free the space)."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        while True:
-            try:
-                handle.write(b"x" * 512)
-            except OSError:
-                break
-    return filler
-
-
 def test_full_tmpfs_append_fails_cleanly_and_loses_nothing(
-    tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+    tmpfs: Path, fill_disk: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MACHINE_HOME", str(tmpfs / ".machine"))
     store = Store.open()
     for i in range(3):
         store.append(make_record(f"r{i}", answer=f"a{i}"))
     before = store.tagged_path.read_bytes()
-    filler = fill(tmpfs)
+    filler = fill_disk(tmpfs)
     big = make_record("big", answer="y" * 20000)  # needs new pages, so the write really hits the full disk
     with pytest.raises(StoreError, match="disk is full") as caught:
         Store.open().append(big)
@@ -210,7 +199,7 @@ def test_full_tmpfs_append_fails_cleanly_and_loses_nothing(
 
 
 def test_full_tmpfs_torn_tail_repair_leaves_no_empty_torn_file(
-    tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+    tmpfs: Path, fill_disk: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MACHINE_HOME", str(tmpfs / ".machine"))
     store = Store.open()
@@ -219,7 +208,7 @@ def test_full_tmpfs_torn_tail_repair_leaves_no_empty_torn_file(
     with open(store.tagged_path, "ab") as handle:
         handle.write(torn)
     before = store.tagged_path.read_bytes()
-    filler = fill(tmpfs)
+    filler = fill_disk(tmpfs)
     for _ in range(3):  # once per invocation, as a user retrying would
         with pytest.raises(StoreError, match="disk is full"):
             Store.open().append(make_record("r1", answer="other"))
