@@ -5,8 +5,9 @@ answered greedily with the same model and the same prompt tokens by:
 
 * transformers `generate` on one left-padded batch (the reference);
 * machine-lsp `LocalSampler.sample_tokens` (which now calls `generate` the same way, through the engine's batching);
-* the hand-written decoder LocalSampler used before: the same batch and KV cache, finished rows dropped from the
-  batch (kept here so the decision to use `generate` stays checkable);
+* the hand-written decoder LocalSampler used before, which `machine serve` decodes with (imported from
+  `serve.generation`, greedy): the same batch and KV cache, finished rows dropped from the batch (kept here so the
+  decision to use `generate` for evals stays checkable);
 * with --one-at-a-time, also `generate` one row at a time (what a plain eval loop does; slow).
 
 Three workloads: the base SmolLM2 (long free-form answers, all capped at --max-tokens), the same model after
@@ -89,64 +90,41 @@ def generate_batched(model: Any, prompts: list[list[int]], max_tokens: int, stop
     return [cut(row[width:].tolist(), stop) for row in gen]
 
 
-def hand_written_greedy(
-    model: Any, prompts: list[list[int]], max_tokens: int, stop_ids: set[int], pad_id: int
-) -> list[list[int]]:
-    """The decoder LocalSampler used before it switched to `generate`: one left-padded batch, KV cache, and rows
-    that reached a stop token dropped from the batch (`DynamicCache.batch_select_indices`)."""
-    import torch
-    from transformers import DynamicCache
+def serve_decoder(sampler: Any, model: Any, prompts: list[list[int]], max_tokens: int) -> list[list[int]]:
+    """The hand-written decoder, as `machine serve` runs it (`serve.generation.BatchGenerator`, greedy): one
+    left-padded wave with a KV cache, rows that reached a stop token dropped from the batch
+    (`DynamicCache.batch_select_indices`). LocalSampler decoded this way before it switched to `generate`. Its
+    overhead over a bare loop (a 5 ms collect wait, one thread hand-off per token) is part of what serving costs."""
+    import asyncio
 
-    lm = model.get_base_model() if hasattr(model, "get_base_model") else model
-    n = len(prompts)
+    from machine_lsp.serve.generation import BatchGenerator, Generation, Loaded
+
+    loaded = Loaded(
+        tokenizer=sampler.tokenizer,
+        renderer=sampler.renderer,
+        model=model,
+        stop_ids=set(sampler.stop_ids),
+        pad_id=sampler.pad_id,
+        context_length=model.config.max_position_embeddings,
+        base_model=MODEL,
+        checkpoint=None,
+    )
     width = max(len(p) for p in prompts)
-    ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for j, p in enumerate(prompts):
-        ids[j, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-        mask[j, width - len(p) :] = 1
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache(config=lm.config)
-    with torch.inference_mode():
-        out = lm(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        results: list[list[int]] = [[] for _ in range(n)]
-        active = list(range(n))  # row j of the live batch is prompt active[j]
-        next_pos = positions[:, -1] + 1
-        nxt = out.logits[:, -1, :].argmax(-1)
-        for _ in range(max_tokens):
-            keep: list[int] = []
-            for j, token in enumerate(nxt.tolist()):
-                row = active[j]
-                if token in stop_ids:
-                    continue
-                results[row].append(token)
-                if len(results[row]) < max_tokens:
-                    keep.append(j)
-            if not keep:
-                break
-            if len(keep) < len(active):
-                index = torch.tensor(keep, dtype=torch.long)
-                cache.batch_select_indices(index)
-                mask, next_pos, nxt = mask[index], next_pos[index], nxt[index]
-                active = [active[j] for j in keep]
-            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
-            out = lm(
-                input_ids=nxt[:, None],
-                attention_mask=mask,
-                position_ids=next_pos[:, None],
-                past_key_values=cache,
-                use_cache=True,
-            )
-            next_pos = next_pos + 1
-            nxt = out.logits[:, -1, :].argmax(-1)
-    return results
+    generator = BatchGenerator(loaded, max_batch=len(prompts), max_prefill_tokens=width * len(prompts))
+
+    async def decode() -> list[list[int]]:
+        wave = [generator.submit(Generation(prompt=list(p), max_tokens=max_tokens)) for p in prompts]
+        for generation in wave:
+            async for _ in generation.stream():
+                pass
+        assert generator.waves == 1 and all(g.finish_reason in {"stop", "length"} for g in wave)
+        return [g.tokens for g in wave]
+
+    generator.start()
+    try:
+        return asyncio.run(decode())
+    finally:
+        generator.close()
 
 
 def cut(tokens: list[int], stop: int) -> list[int]:
@@ -166,7 +144,7 @@ def measure(
     methods = {
         "hf_batched": lambda: generate_batched(hf_model, prompts, max_tokens, stop),
         "batched": lambda: sampler.sample_tokens(prompts, max_tokens),
-        "hand": lambda: hand_written_greedy(hf_model, prompts, max_tokens, sampler.stop_ids, sampler.pad_id),
+        "hand": lambda: serve_decoder(sampler, hf_model, prompts, max_tokens),
     }
     if one_at_a_time:
         methods["one"] = lambda: generate_one_at_a_time(hf_model, prompts, max_tokens, stop)
@@ -195,7 +173,7 @@ def measure(
     rows = [
         ("hf_batched", "transformers `generate`, one left-padded batch", "-"),
         ("batched", "machine-lsp LocalSampler (now `generate` on the same batch)", f"{agree}/{n}"),
-        ("hand", "hand-written decoder, drops finished rows (LocalSampler before)", f"{agree_hand}/{n}"),
+        ("hand", "hand-written decoder, drops finished rows (`machine serve`'s)", f"{agree_hand}/{n}"),
     ]
     if one_at_a_time:
         same = sum(a == b for a, b in zip(outputs["one"], outputs["hf_batched"], strict=True))

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import ipaddress
 import os
 import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 
 from machine_lsp.core.store import find_machine_dir
 from machine_lsp.serve import agents
-from machine_lsp.serve.checkpoints import CheckpointError, resolve
+from machine_lsp.serve.checkpoints import CheckpointError, Target, resolve
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -83,31 +86,44 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _serve(args: argparse.Namespace) -> int:
-    err = _err()
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options of `machine serve` (None: nothing)."""
     if not 0 < args.port < 65536:
-        err.print(f"machine serve: --port must be 1-65535, got {args.port}")
-        return EXIT_USAGE
+        return f"--port must be 1-65535, got {args.port}"
     if not _is_loopback(args.host) and not args.api_key:
-        err.print(
-            f"machine serve: refusing to listen on {escape(args.host)} without a key: pass --api-key "
+        return (
+            f"refusing to listen on {escape(args.host)} without a key: pass --api-key "
             f"(or set {agents.SERVE_KEY_ENV}); clients then send it as a Bearer token or x-api-key"
         )
-        return EXIT_USAGE
     if args.max_batch < 1 or args.max_tokens < 1 or args.temperature < 0:
-        err.print("machine serve: --max-batch and --max-tokens must be at least 1, --temperature >= 0")
-        return EXIT_USAGE
-    machine_dir = find_machine_dir()
+        return "--max-batch and --max-tokens must be at least 1, --temperature >= 0"
+    return None
+
+
+def _servable(checkpoint: str, machine_dir: Path) -> Target | str:
+    """The checkpoint `machine serve` can load, or why it cannot."""
     try:
-        target = resolve(args.checkpoint, machine_dir)
+        target = resolve(checkpoint, machine_dir)
     except CheckpointError as exc:
-        err.print(f"machine serve: {escape(str(exc))}")
-        return EXIT_USAGE
+        return escape(str(exc))
     if target.kind == "tinker":
-        err.print(
-            f"machine serve: {escape(target.address)} is served by Tinker itself; point an agent at it with "
+        return (
+            f"{escape(target.address)} is served by Tinker itself; point an agent at it with "
             f"`machine use {escape(target.address)} --agent pi|claude|opencode`"
         )
+    return target
+
+
+def _serve(args: argparse.Namespace) -> int:
+    err = _err()
+    problem = _usage_error(args)
+    if problem is not None:
+        err.print(f"machine serve: {problem}")
+        return EXIT_USAGE
+    machine_dir = find_machine_dir()
+    target = _servable(args.checkpoint, machine_dir)
+    if isinstance(target, str):
+        err.print(f"machine serve: {target}")
         return EXIT_USAGE
 
     from machine_lsp.serve import server
@@ -146,16 +162,19 @@ def _serve(args: argparse.Namespace) -> int:
         log = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
         print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await server.run(sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop)
-
-    asyncio.run(main())
+    serving = functools.partial(server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready)
+    asyncio.run(_until_signalled(serving))
     err.print("machine serve: stopped")
     return EXIT_OK
+
+
+async def _until_signalled(serving: Callable[..., Awaitable[None]]) -> None:
+    """Await `serving(stop=event)`; SIGINT or SIGTERM sets the event."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await serving(stop=stop)
 
 
 def _use(args: argparse.Namespace) -> int:

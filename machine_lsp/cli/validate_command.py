@@ -70,19 +70,24 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     parser.set_defaults(func=run)
 
 
+def _usage_error(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options of `machine train validate` (None: nothing)."""
+    if args.max_length is not None and args.max_length <= 0:
+        return "--max-length must be a positive number of tokens"
+    if args.file is None and args.eval_file is not None:
+        return "--eval needs a training FILE to compare against"
+    if (args.fix or args.no_backup) and args.file is None:
+        return "--fix needs a FILE (the store is fixed by tagging again)"
+    if args.no_backup and not args.fix:
+        return "--no-backup goes with --fix"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     err = console_err(highlight=False)
-    if args.max_length is not None and args.max_length <= 0:
-        err.print("machine: --max-length must be a positive number of tokens")
-        return EXIT_USAGE
-    if args.file is None and args.eval_file is not None:
-        err.print("machine: --eval needs a training FILE to compare against")
-        return EXIT_USAGE
-    if (args.fix or args.no_backup) and args.file is None:
-        err.print("machine: --fix needs a FILE (the store is fixed by tagging again)")
-        return EXIT_USAGE
-    if args.no_backup and not args.fix:
-        err.print("machine: --no-backup goes with --fix")
+    problem = _usage_error(args)
+    if problem is not None:
+        err.print(f"machine: {problem}")
         return EXIT_USAGE
     if args.fix:
         code = _fix_file(args.file, backup=not args.no_backup, quiet=args.json)

@@ -419,33 +419,23 @@ def compare(a: EvalResult, b: EvalResult) -> Comparison:
     ids = [i for i in a_rows if i in b_rows]
     if not ids:
         raise EvalError(f"{a.name} and {b.name} share no row ids: they were not run on the same data")
-    gained = lost = both = neither = fmt_a = fmt_b = outputs_changed = 0
-    changed: list[ChangedRow] = []
-    for row_id in ids:
-        ra, rb = a_rows[row_id], b_rows[row_id]
-        fmt_a += ra.format_ok
-        fmt_b += rb.format_ok
-        outputs_changed += ra.output != rb.output
-        if ra.correct and rb.correct:
-            both += 1
-        elif not ra.correct and not rb.correct:
-            neither += 1
-        else:
-            if rb.correct:
-                gained += 1
-            else:
-                lost += 1
-            changed.append(
-                ChangedRow(
-                    id=row_id,
-                    prompt=ra.prompt,
-                    expected=ra.expected,
-                    a_output=ra.output,
-                    b_output=rb.output,
-                    a_correct=ra.correct,
-                    b_correct=rb.correct,
-                )
-            )
+    pairs = [(a_rows[row_id], b_rows[row_id]) for row_id in ids]
+    gained = sum(1 for ra, rb in pairs if not ra.correct and rb.correct)
+    lost = sum(1 for ra, rb in pairs if ra.correct and not rb.correct)
+    both = sum(1 for ra, rb in pairs if ra.correct and rb.correct)
+    changed = [
+        ChangedRow(
+            id=ra.id,
+            prompt=ra.prompt,
+            expected=ra.expected,
+            a_output=ra.output,
+            b_output=rb.output,
+            a_correct=ra.correct,
+            b_correct=rb.correct,
+        )
+        for ra, rb in pairs
+        if bool(ra.correct) != bool(rb.correct)
+    ]
     n = len(ids)
     a_correct, b_correct = both + lost, both + gained
     return Comparison(
@@ -460,12 +450,12 @@ def compare(a: EvalResult, b: EvalResult) -> Comparison:
         gained=gained,
         lost=lost,
         both_correct=both,
-        both_wrong=neither,
+        both_wrong=n - both - gained - lost,
         mcnemar_p=mcnemar_exact_p(gained, lost),
-        a_format_rate=fmt_a / n,
-        b_format_rate=fmt_b / n,
+        a_format_rate=sum(ra.format_ok for ra, _ in pairs) / n,
+        b_format_rate=sum(rb.format_ok for _, rb in pairs) / n,
         changed=changed,
-        outputs_changed=outputs_changed,
+        outputs_changed=sum(ra.output != rb.output for ra, rb in pairs),
         only_in_a=[i for i in a_rows if i not in b_rows],
         only_in_b=[i for i in b_rows if i not in a_rows],
         same_data=a.data_sha256 is not None and a.data_sha256 == b.data_sha256,

@@ -15,20 +15,17 @@
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import importlib.metadata
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine_lsp.core.build_once import build_once
 from machine_lsp.engines.base import EngineError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -227,57 +224,36 @@ def register() -> None:
 # Conversion
 
 
-@contextmanager
-def _exclusive_lock(lock_path: Path, progress: Progress, timeout_s: float) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
-        deadline = time.monotonic() + timeout_s
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not told:
-                    progress(f"{DIR_NAME}: another process is converting the model; waiting for it")
-                    told = True
-                if time.monotonic() > deadline:
-                    raise EngineError(
-                        f"timed out after {timeout_s:.0f}s waiting for the conversion lock {lock_path}; "
-                        "if no other machine-lsp process is running, delete that file and retry"
-                    ) from None
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def ensure_model(progress: Progress | None = None) -> Path:
-    """The converted HF directory, converting the GGUF once if needed (atomic, locked)."""
+    """The converted HF directory, converting the GGUF once if needed (atomic, locked: `core.build_once`)."""
     report = progress or _stderr
     target = model_dir()
     if is_converted(target):
         return target
     source = gguf_path()
-    with _exclusive_lock(target.parent / f".{DIR_NAME}.lock", report, LOCK_TIMEOUT_S):
-        if is_converted(target):  # someone else finished while we waited
-            return target
-        _convert(source, target, report)
-    tokenizer.cache_clear()
+    started = time.monotonic()
+    built = build_once(
+        target,
+        is_converted,
+        lambda temp: _convert(source, temp, target, report),
+        report,
+        waiting=f"{DIR_NAME}: another process is converting the model; waiting for it",
+        error=EngineError,
+        timeout_s=LOCK_TIMEOUT_S,
+    )
+    if built:
+        tokenizer.cache_clear()
+        report(f"{DIR_NAME}: ready in {time.monotonic() - started:.0f}s at {target}")
     return target
 
 
-def _convert(source: Path, target: Path, report: Progress) -> None:
+def _convert(source: Path, temp: Path, target: Path, report: Progress) -> None:
+    """Convert the GGUF into the HF directory `temp` (`build_once` renames it to `target`)."""
     started = time.monotonic()
-    for stale in target.parent.glob(f".{DIR_NAME}.tmp-*"):  # left by a killed conversion; we hold the lock
-        shutil.rmtree(stale, ignore_errors=True)
     report(
         f"{DIR_NAME}: converting {source.name} from the {DIST_NAME} wheel to float32 in {target} "
         "(one time, about a minute)"
     )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(prefix=f".{DIR_NAME}.tmp-", dir=target.parent))
     previous_tqdm = os.environ.get("TQDM_DISABLE")
     try:
         import torch
@@ -309,17 +285,8 @@ def _convert(source: Path, target: Path, report: Progress) -> None:
             "converted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         (temp / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
-        if target.exists():  # stale or incomplete: move aside, then remove
-            stale = target.with_name(f".{DIR_NAME}.stale-{os.getpid()}-{int(time.time())}")
-            os.rename(target, stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        os.rename(temp, target)
-    except BaseException:
-        shutil.rmtree(temp, ignore_errors=True)
-        raise
     finally:
         if previous_tqdm is None:
             os.environ.pop("TQDM_DISABLE", None)
         else:
             os.environ["TQDM_DISABLE"] = previous_tqdm
-    report(f"{DIR_NAME}: ready in {time.monotonic() - started:.0f}s at {target}")

@@ -1,9 +1,8 @@
-"""Requests of the three APIs the agents speak -> one `Conversation`; a parsed reply -> each API's response shapes.
+"""Requests of the three APIs the agents speak -> one `Conversation`; the model's tokens -> a parsed `Reply`.
 
 Requests are validated against the SDKs' own parameter types (`openai`'s `CompletionCreateParamsBase` and
-`ResponseCreateParamsBase`, `anthropic`'s `MessageCreateParamsBase`) with pydantic; responses and stream events
-are built from the SDKs' response models (`ChatCompletion`, `ChatCompletionChunk`, `Response` and its stream
-events, `anthropic.types.Message` and the `Raw*Event`s). Nothing here is a hand-written wire dict.
+`ResponseCreateParamsBase`, `anthropic`'s `MessageCreateParamsBase`) with pydantic. The reply's wire shapes (bodies,
+chunks, errors) are built in `shapes`, the stream events in `streaming`.
 
 The conversation is kept as core `Message`s, exactly as the model sees it: when tools are offered, the system
 message carries the renderer's tool block (`create_conversation_prefix_with_tools`), so a served row tagged and
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -207,6 +205,40 @@ def from_chat_completions(body: Any) -> Conversation:
     return _common(conv, params, body)
 
 
+def _responses_item(item: dict[str, Any], where: str, messages: list[Message]) -> None:
+    """Append one Responses input item to `messages` (a function call joins the assistant turn before it)."""
+    kind = item.get("type", "message")
+    if kind == "message":
+        role = item["role"]
+        text = _text(item["content"], where)
+        if role in {"system", "developer"}:
+            messages.append(Message(role="system", content=text))
+        elif role in {"user", "assistant"}:
+            messages.append(Message(role=role, content=text))
+        else:
+            raise RequestError(f"{where}: role {role!r} is not supported", param=f"{where}.role")
+    elif kind == "function_call":
+        call = ToolCall(
+            id=item["call_id"], function=ToolFunction(name=item["name"], arguments=item["arguments"])
+        )
+        last = messages[-1] if messages else None
+        if last is not None and last.role == "assistant" and (last.tool_calls or not last.content):
+            last.tool_calls = [*(last.tool_calls or []), call]
+        else:
+            messages.append(Message(role="assistant", content="", tool_calls=[call]))
+    elif kind == "function_call_output":
+        output = item["output"]
+        messages.append(
+            Message(
+                role="tool",
+                content=_text(output, where, ("input_text", "text")),
+                tool_call_id=item["call_id"],
+            )
+        )
+    elif kind != "reasoning":
+        raise RequestError(f"{where}: input item type {kind!r} is not supported by this server")
+
+
 def from_responses(body: Any) -> Conversation:
     params = validate("responses", body)
     if params.get("previous_response_id"):
@@ -221,39 +253,7 @@ def from_responses(body: Any) -> Conversation:
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]
     for index, item in enumerate(items or []):
-        kind = item.get("type", "message")
-        where = f"input.{index}"
-        if kind == "message":
-            role = item["role"]
-            text = _text(item["content"], where)
-            if role in {"system", "developer"}:
-                messages.append(Message(role="system", content=text))
-            elif role in {"user", "assistant"}:
-                messages.append(Message(role=role, content=text))
-            else:
-                raise RequestError(f"{where}: role {role!r} is not supported", param=f"{where}.role")
-        elif kind == "function_call":
-            call = ToolCall(
-                id=item["call_id"], function=ToolFunction(name=item["name"], arguments=item["arguments"])
-            )
-            last = messages[-1] if messages else None
-            if last is not None and last.role == "assistant" and (last.tool_calls or not last.content):
-                last.tool_calls = [*(last.tool_calls or []), call]
-            else:
-                messages.append(Message(role="assistant", content="", tool_calls=[call]))
-        elif kind == "function_call_output":
-            output = item["output"]
-            messages.append(
-                Message(
-                    role="tool",
-                    content=_text(output, where, ("input_text", "text")),
-                    tool_call_id=item["call_id"],
-                )
-            )
-        elif kind == "reasoning":
-            continue
-        else:
-            raise RequestError(f"{where}: input item type {kind!r} is not supported by this server")
+        _responses_item(item, f"input.{index}", messages)
     tools = [
         {
             "name": tool["name"],
@@ -273,6 +273,45 @@ def from_responses(body: Any) -> Conversation:
     return _common(conv, params, body)
 
 
+def _anthropic_assistant(content: list[dict[str, Any]], where: str) -> Message:
+    """An assistant turn of content blocks: its text and its `tool_use` blocks (earlier thinking is dropped)."""
+    text, calls = [], []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            text.append(block["text"])
+        elif kind == "tool_use":
+            calls.append(
+                ToolCall(
+                    id=block["id"],
+                    function=ToolFunction(name=block["name"], arguments=_arguments_text(block["input"])),
+                )
+            )
+        elif kind not in {"thinking", "redacted_thinking"}:
+            raise RequestError(f"{where}: content block type {kind!r} is not supported by this server")
+    return Message(role="assistant", content="".join(text), tool_calls=calls or None)
+
+
+def _anthropic_user(content: list[dict[str, Any]], where: str) -> list[Message]:
+    """A user turn of content blocks: one tool message per `tool_result`, then the text as one user message."""
+    messages: list[Message] = []
+    pending: list[str] = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            pending.append(block["text"])
+        elif kind == "tool_result":
+            result = block.get("content")
+            messages.append(
+                Message(role="tool", content=_text(result, where), tool_call_id=block["tool_use_id"])
+            )
+        else:
+            raise RequestError(f"{where}: content block type {kind!r} is not supported by this server")
+    if pending:
+        messages.append(Message(role="user", content="".join(pending)))
+    return messages
+
+
 def from_messages(body: Any) -> Conversation:
     params = validate("messages", body)
     messages: list[Message] = []
@@ -284,44 +323,10 @@ def from_messages(body: Any) -> Conversation:
         content = item["content"]
         if isinstance(content, str):
             messages.append(Message(role=item["role"], content=content))
-            continue
-        if item["role"] == "assistant":
-            text, calls = [], []
-            for block in content:
-                kind = block.get("type")
-                if kind == "text":
-                    text.append(block["text"])
-                elif kind == "tool_use":
-                    calls.append(
-                        ToolCall(
-                            id=block["id"],
-                            function=ToolFunction(
-                                name=block["name"], arguments=_arguments_text(block["input"])
-                            ),
-                        )
-                    )
-                elif kind in {"thinking", "redacted_thinking"}:
-                    continue
-                else:
-                    raise RequestError(
-                        f"{where}: content block type {kind!r} is not supported by this server"
-                    )
-            messages.append(Message(role="assistant", content="".join(text), tool_calls=calls or None))
-            continue
-        pending: list[str] = []
-        for block in content:
-            kind = block.get("type")
-            if kind == "text":
-                pending.append(block["text"])
-            elif kind == "tool_result":
-                result = block.get("content")
-                messages.append(
-                    Message(role="tool", content=_text(result, where), tool_call_id=block["tool_use_id"])
-                )
-            else:
-                raise RequestError(f"{where}: content block type {kind!r} is not supported by this server")
-        if pending:
-            messages.append(Message(role="user", content="".join(pending)))
+        elif item["role"] == "assistant":
+            messages.append(_anthropic_assistant(content, where))
+        else:
+            messages.extend(_anthropic_user(content, where))
     tools = [
         {
             "name": tool["name"],
@@ -402,235 +407,3 @@ def streamable_prefix(text: str) -> int:
         if text[:end].endswith(TOOL_OPEN[:size]):
             return end - size
     return end
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Responses: OpenAI Chat Completions
-
-
-def _dump(model: Any) -> bytes:
-    return model.model_dump_json(exclude_none=True).encode()
-
-
-def chat_completion(reply: Reply, model: str, response_id: str) -> bytes:
-    from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
-    from openai.types.chat.chat_completion import Choice
-    from openai.types.completion_usage import CompletionUsage
-
-    calls = [
-        ChatCompletionMessageFunctionToolCall(
-            id=c.id, type="function", function={"name": c.function.name, "arguments": c.function.arguments}
-        )
-        for c in reply.tool_calls
-    ]
-    message = ChatCompletionMessage(role="assistant", content=reply.text or None, tool_calls=calls or None)
-    return _dump(
-        ChatCompletion(
-            id=response_id,
-            object="chat.completion",
-            created=int(time.time()),
-            model=model,
-            choices=[Choice(index=0, message=message, finish_reason=reply.finish)],
-            usage=CompletionUsage(
-                prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens,
-                total_tokens=reply.prompt_tokens + reply.completion_tokens,
-            ),
-        )
-    )
-
-
-def chat_chunk(
-    response_id: str,
-    model: str,
-    *,
-    role: bool = False,
-    text: str | None = None,
-    tool_calls: list[ToolCall] | None = None,
-    finish: str | None = None,
-    usage: Reply | None = None,
-) -> bytes:
-    from openai.types.chat import ChatCompletionChunk
-    from openai.types.chat.chat_completion_chunk import Choice, ChoiceDelta, ChoiceDeltaToolCall
-    from openai.types.completion_usage import CompletionUsage
-
-    choices = []
-    if usage is None:
-        delta = ChoiceDelta(
-            role="assistant" if role else None,
-            content=text,
-            tool_calls=[
-                ChoiceDeltaToolCall(
-                    index=i,
-                    id=c.id,
-                    type="function",
-                    function={"name": c.function.name, "arguments": c.function.arguments},
-                )
-                for i, c in enumerate(tool_calls or [])
-            ]
-            or None,
-        )
-        choices = [Choice(index=0, delta=delta, finish_reason=finish)]
-    chunk = ChatCompletionChunk(
-        id=response_id,
-        object="chat.completion.chunk",
-        created=int(time.time()),
-        model=model,
-        choices=choices,
-        usage=CompletionUsage(
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            total_tokens=usage.prompt_tokens + usage.completion_tokens,
-        )
-        if usage is not None
-        else None,
-    )
-    return _dump(chunk)
-
-
-def openai_error(error: RequestError, kind: str = "invalid_request_error") -> bytes:
-    from openai.types import ErrorObject
-
-    return (
-        b'{"error":'
-        + _dump(ErrorObject(message=error.message, type=kind, param=error.param, code=error.code))
-        + b"}"
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Responses: OpenAI Responses
-
-
-def response_object(
-    response_id: str,
-    model: str,
-    *,
-    status: str,
-    output: list[Any],
-    reply: Reply | None = None,
-    max_output_tokens: int | None = None,
-) -> Any:
-    from openai.types.responses import Response, ResponseUsage
-    from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
-
-    usage = None
-    if reply is not None:
-        usage = ResponseUsage(
-            input_tokens=reply.prompt_tokens,
-            input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
-            output_tokens=reply.completion_tokens,
-            output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
-            total_tokens=reply.prompt_tokens + reply.completion_tokens,
-        )
-    incomplete = {"reason": "max_output_tokens"} if status == "incomplete" else None
-    return Response(
-        id=response_id,
-        object="response",
-        created_at=time.time(),
-        model=model,
-        status=status,
-        output=output,
-        parallel_tool_calls=True,
-        tool_choice="auto",
-        tools=[],
-        usage=usage,
-        incomplete_details=incomplete,
-        max_output_tokens=max_output_tokens,
-    )
-
-
-def response_output(reply: Reply, message_id: str) -> list[Any]:
-    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
-
-    output: list[Any] = []
-    if reply.text or not reply.tool_calls:
-        output.append(
-            ResponseOutputMessage(
-                id=message_id,
-                type="message",
-                role="assistant",
-                status="completed" if reply.finish != "length" else "incomplete",
-                content=[ResponseOutputText(type="output_text", text=reply.text, annotations=[])],
-            )
-        )
-    for call in reply.tool_calls:
-        output.append(
-            ResponseFunctionToolCall(
-                id=new_id("fc_"),
-                type="function_call",
-                call_id=call.id,
-                name=call.function.name,
-                arguments=call.function.arguments,
-                status="completed",
-            )
-        )
-    return output
-
-
-def response_status(reply: Reply) -> str:
-    return "incomplete" if reply.finish == "length" else "completed"
-
-
-def dump(model: Any) -> bytes:
-    return _dump(model)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Responses: Anthropic Messages
-
-
-STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-
-
-def _tool_input(arguments: str) -> dict[str, Any]:
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return {"arguments": arguments}
-    return value if isinstance(value, dict) else {"value": value}
-
-
-def anthropic_blocks(reply: Reply) -> list[Any]:
-    from anthropic.types import TextBlock, ToolUseBlock
-
-    blocks: list[Any] = []
-    if reply.text or not reply.tool_calls:
-        blocks.append(TextBlock(type="text", text=reply.text))
-    for call in reply.tool_calls:
-        blocks.append(
-            ToolUseBlock(
-                type="tool_use",
-                id=call.id,
-                name=call.function.name,
-                input=_tool_input(call.function.arguments),
-            )
-        )
-    return blocks
-
-
-def anthropic_message(reply: Reply | None, model: str, message_id: str, prompt_tokens: int = 0) -> Any:
-    from anthropic.types import Message as AnthropicMessage
-    from anthropic.types import Usage
-
-    return AnthropicMessage(
-        id=message_id,
-        type="message",
-        role="assistant",
-        model=model,
-        content=anthropic_blocks(reply) if reply is not None else [],
-        stop_reason=STOP_REASONS[reply.finish] if reply is not None else None,
-        stop_sequence=None,
-        usage=Usage(
-            input_tokens=reply.prompt_tokens if reply is not None else prompt_tokens,
-            output_tokens=reply.completion_tokens if reply is not None else 0,
-        ),
-    )
-
-
-def anthropic_error(error: RequestError, kind: str = "invalid_request_error") -> bytes:
-    from anthropic.types import ErrorResponse
-
-    return _dump(
-        ErrorResponse.model_validate({"type": "error", "error": {"type": kind, "message": error.message}})
-    )

@@ -1,16 +1,15 @@
 """The HTTP face of `machine serve` (aiohttp): OpenAI Chat Completions and Responses, Anthropic Messages, models.
 
 Each request is validated (`protocol`), rendered with the model's cookbook renderer, checked against the context
-length, decoded by the shared `BatchGenerator` and answered in the API's own shape, streamed (SSE) or whole. An
-answered exchange is appended to `.machine/served/<date>.jsonl`. Errors are answered in the API's own error shape:
-400 for bad input (malformed JSON, a request the SDK types reject, a prompt over the context length), 401 for a
-missing or wrong key when the server was started with one.
+length, decoded by the shared `BatchGenerator` and answered in the API's own shape (`shapes`), streamed
+(`streaming`) or whole. An answered exchange is appended to `.machine/served/<date>.jsonl`. Errors are answered in
+the API's own error shape: 400 for bad input (malformed JSON, a request the SDK types reject, a prompt over the
+context length), 401 for a missing or wrong key when the server was started with one.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 import socket
@@ -24,11 +23,12 @@ from aiohttp import web
 from machine_lsp.core.schema import Message
 from machine_lsp.engines import render
 from machine_lsp.serve import protocol as P
+from machine_lsp.serve import shapes as S
 from machine_lsp.serve.generation import BatchGenerator, Generation, Loaded
 from machine_lsp.serve.served_log import ServedLog, ServedRow, now_iso, usage
+from machine_lsp.serve.streaming import stream
 
 DEFAULT_MAX_TOKENS = 1024
-DISCONNECTS = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, asyncio.CancelledError)
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Server:
         return "chat.completions"
 
     def _error(self, api: P.Api, error: P.RequestError, kind: str = "invalid_request_error") -> web.Response:
-        body = P.anthropic_error(error, kind) if api == "messages" else P.openai_error(error, kind)
+        body = S.anthropic_error(error, kind) if api == "messages" else S.openai_error(error, kind)
         return web.Response(body=body, status=error.status, content_type="application/json")
 
     @web.middleware
@@ -106,7 +106,7 @@ class Server:
         from openai.types import Model
 
         model = Model(id=self.settings.model_name, created=0, object="model", owned_by="machine")
-        body = b'{"object":"list","data":[' + P.dump(model) + b"]}"
+        body = b'{"object":"list","data":[' + S.dump(model) + b"]}"
         return web.Response(body=body, content_type="application/json")
 
     async def count_tokens(self, request: web.Request) -> web.Response:
@@ -119,7 +119,7 @@ class Server:
         except P.RequestError as exc:
             return self._error("messages", exc)
         return web.Response(
-            body=P.dump(MessageTokensCount(input_tokens=len(tokens))), content_type="application/json"
+            body=S.dump(MessageTokensCount(input_tokens=len(tokens))), content_type="application/json"
         )
 
     # -- one request ----------------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ class Server:
             exchange = Exchange(self, conv, messages, generation)
             try:
                 if conv.stream:
-                    return await STREAMERS[api](exchange, request)
+                    return await stream(exchange, request)
                 return await exchange.whole()
             finally:
                 if generation.finish_reason is None:
@@ -276,329 +276,17 @@ class Exchange:
         await self.record(reply)
         api = self.conv.api
         if api == "chat.completions":
-            body = P.chat_completion(reply, self.model, self.response_id)
+            body = S.chat_completion(reply, self.model, self.response_id)
         elif api == "responses":
-            output = P.response_output(reply, P.new_id("msg_"))
-            body = P.dump(
-                P.response_object(
-                    self.response_id, self.model, status=P.response_status(reply), output=output, reply=reply
+            output = S.response_output(reply, P.new_id("msg_"))
+            body = S.dump(
+                S.response_object(
+                    self.response_id, self.model, status=S.response_status(reply), output=output, reply=reply
                 )
             )
         else:
-            body = P.dump(P.anthropic_message(reply, self.model, self.response_id))
+            body = S.dump(S.anthropic_message(reply, self.model, self.response_id))
         return web.Response(body=body, content_type="application/json")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Streaming (server-sent events)
-
-
-async def _open_sse(request: web.Request) -> web.StreamResponse:
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await response.prepare(request)
-    return response
-
-
-async def _event(response: web.StreamResponse, data: bytes, event: str | None = None) -> None:
-    head = f"event: {event}\n".encode() if event else b""
-    await response.write(head + b"data: " + data + b"\n\n")
-
-
-async def stream_chat(ex: Exchange, request: web.Request) -> web.StreamResponse:
-    response = await _open_sse(request)
-    rid, model = ex.response_id, ex.model
-    try:
-        await _event(response, P.chat_chunk(rid, model, role=True, text=""))
-        async for delta in ex.deltas():
-            await _event(response, P.chat_chunk(rid, model, text=delta))
-        reply = ex.reply()
-        rest = ex.unsent_text(reply)
-        if rest:
-            await _event(response, P.chat_chunk(rid, model, text=rest))
-        if reply.tool_calls:
-            await _event(response, P.chat_chunk(rid, model, tool_calls=reply.tool_calls))
-        await _event(response, P.chat_chunk(rid, model, finish=reply.finish))
-        if ex.conv.include_usage:
-            await _event(response, P.chat_chunk(rid, model, usage=reply))
-        await _event(response, b"[DONE]")
-        await ex.record(reply)
-    except DISCONNECTS:
-        ex.generation.cancel()
-        return response
-    except RuntimeError as exc:
-        with contextlib.suppress(*DISCONNECTS):
-            await _event(response, P.openai_error(P.RequestError(str(exc), status=500), "api_error"))
-        return response
-    with contextlib.suppress(*DISCONNECTS):
-        await response.write_eof()
-    return response
-
-
-async def stream_responses(ex: Exchange, request: web.Request) -> web.StreamResponse:
-    from openai.types import responses as R
-
-    response = await _open_sse(request)
-    rid, model = ex.response_id, ex.model
-    seq = 0
-
-    async def send(event: Any) -> None:
-        nonlocal seq
-        seq += 1
-        await _event(response, P.dump(event), event.type)
-
-    def next_seq() -> int:
-        return seq + 1
-
-    message_id = P.new_id("msg_")
-    output_index = 0
-    message_open = False
-    streamed = ""
-
-    async def open_message() -> None:
-        nonlocal message_open
-        message_open = True
-        item = R.ResponseOutputMessage(
-            id=message_id, type="message", role="assistant", status="in_progress", content=[]
-        )
-        await send(
-            R.ResponseOutputItemAddedEvent(
-                type="response.output_item.added", item=item, output_index=0, sequence_number=next_seq()
-            )
-        )
-        part = R.ResponseOutputText(type="output_text", text="", annotations=[])
-        await send(
-            R.ResponseContentPartAddedEvent(
-                type="response.content_part.added",
-                item_id=message_id,
-                output_index=0,
-                content_index=0,
-                part=part,
-                sequence_number=next_seq(),
-            )
-        )
-
-    async def text_delta(delta: str) -> None:
-        nonlocal streamed
-        if not message_open:
-            await open_message()
-        streamed += delta
-        await send(
-            R.ResponseTextDeltaEvent(
-                type="response.output_text.delta",
-                item_id=message_id,
-                output_index=0,
-                content_index=0,
-                delta=delta,
-                logprobs=[],
-                sequence_number=next_seq(),
-            )
-        )
-
-    try:
-        start = P.response_object(rid, model, status="in_progress", output=[])
-        await send(
-            R.ResponseCreatedEvent(type="response.created", response=start, sequence_number=next_seq())
-        )
-        await send(
-            R.ResponseInProgressEvent(type="response.in_progress", response=start, sequence_number=next_seq())
-        )
-        async for delta in ex.deltas():
-            await text_delta(delta)
-        reply = ex.reply()
-        rest = ex.unsent_text(reply)
-        if rest:
-            await text_delta(rest)
-        if not message_open and not reply.tool_calls:
-            await open_message()
-        output: list[Any] = []
-        if message_open:
-            text = streamed if reply.tool_calls else reply.text
-            part = R.ResponseOutputText(type="output_text", text=text, annotations=[])
-            await send(
-                R.ResponseTextDoneEvent(
-                    type="response.output_text.done",
-                    item_id=message_id,
-                    output_index=0,
-                    content_index=0,
-                    text=text,
-                    logprobs=[],
-                    sequence_number=next_seq(),
-                )
-            )
-            await send(
-                R.ResponseContentPartDoneEvent(
-                    type="response.content_part.done",
-                    item_id=message_id,
-                    output_index=0,
-                    content_index=0,
-                    part=part,
-                    sequence_number=next_seq(),
-                )
-            )
-            item = R.ResponseOutputMessage(
-                id=message_id, type="message", role="assistant", status="completed", content=[part]
-            )
-            await send(
-                R.ResponseOutputItemDoneEvent(
-                    type="response.output_item.done", item=item, output_index=0, sequence_number=next_seq()
-                )
-            )
-            output.append(item)
-            output_index = 1
-        for call in reply.tool_calls:
-            item_id = P.new_id("fc_")
-            started = R.ResponseFunctionToolCall(
-                id=item_id,
-                type="function_call",
-                call_id=call.id,
-                name=call.function.name,
-                arguments="",
-                status="in_progress",
-            )
-            await send(
-                R.ResponseOutputItemAddedEvent(
-                    type="response.output_item.added",
-                    item=started,
-                    output_index=output_index,
-                    sequence_number=next_seq(),
-                )
-            )
-            await send(
-                R.ResponseFunctionCallArgumentsDeltaEvent(
-                    type="response.function_call_arguments.delta",
-                    item_id=item_id,
-                    output_index=output_index,
-                    delta=call.function.arguments,
-                    sequence_number=next_seq(),
-                )
-            )
-            await send(
-                R.ResponseFunctionCallArgumentsDoneEvent(
-                    type="response.function_call_arguments.done",
-                    item_id=item_id,
-                    output_index=output_index,
-                    arguments=call.function.arguments,
-                    sequence_number=next_seq(),
-                )
-            )
-            done = started.model_copy(update={"arguments": call.function.arguments, "status": "completed"})
-            await send(
-                R.ResponseOutputItemDoneEvent(
-                    type="response.output_item.done",
-                    item=done,
-                    output_index=output_index,
-                    sequence_number=next_seq(),
-                )
-            )
-            output.append(done)
-            output_index += 1
-        status = P.response_status(reply)
-        final = P.response_object(rid, model, status=status, output=output, reply=reply)
-        if status == "completed":
-            await send(
-                R.ResponseCompletedEvent(
-                    type="response.completed", response=final, sequence_number=next_seq()
-                )
-            )
-        else:
-            await send(
-                R.ResponseIncompleteEvent(
-                    type="response.incomplete", response=final, sequence_number=next_seq()
-                )
-            )
-        await ex.record(reply)
-    except DISCONNECTS:
-        ex.generation.cancel()
-        return response
-    except RuntimeError as exc:
-        with contextlib.suppress(*DISCONNECTS):
-            await send(R.ResponseErrorEvent(type="error", message=str(exc), sequence_number=next_seq()))
-        return response
-    with contextlib.suppress(*DISCONNECTS):
-        await response.write_eof()
-    return response
-
-
-async def stream_messages(ex: Exchange, request: web.Request) -> web.StreamResponse:
-    from anthropic import types as A
-
-    response = await _open_sse(request)
-
-    async def send(event: Any) -> None:
-        await _event(response, P.dump(event), event.type)
-
-    index = 0
-    text_open = False
-
-    async def text_delta(delta: str) -> None:
-        nonlocal text_open
-        if not text_open:
-            text_open = True
-            await send(
-                A.RawContentBlockStartEvent(
-                    type="content_block_start", index=0, content_block=A.TextBlock(type="text", text="")
-                )
-            )
-        await send(
-            A.RawContentBlockDeltaEvent(
-                type="content_block_delta", index=0, delta=A.TextDelta(type="text_delta", text=delta)
-            )
-        )
-
-    try:
-        start = P.anthropic_message(None, ex.model, ex.response_id, prompt_tokens=len(ex.generation.prompt))
-        await send(A.RawMessageStartEvent(type="message_start", message=start))
-        async for delta in ex.deltas():
-            await text_delta(delta)
-        reply = ex.reply()
-        rest = ex.unsent_text(reply)
-        if rest:
-            await text_delta(rest)
-        if not text_open and not reply.tool_calls:
-            await text_delta("")
-        if text_open:
-            await send(A.RawContentBlockStopEvent(type="content_block_stop", index=0))
-            index = 1
-        for call in reply.tool_calls:
-            block = A.ToolUseBlock(type="tool_use", id=call.id, name=call.function.name, input={})
-            await send(
-                A.RawContentBlockStartEvent(type="content_block_start", index=index, content_block=block)
-            )
-            await send(
-                A.RawContentBlockDeltaEvent(
-                    type="content_block_delta",
-                    index=index,
-                    delta=A.InputJSONDelta(type="input_json_delta", partial_json=call.function.arguments),
-                )
-            )
-            await send(A.RawContentBlockStopEvent(type="content_block_stop", index=index))
-            index += 1
-        from anthropic.types.raw_message_delta_event import Delta
-
-        await send(
-            A.RawMessageDeltaEvent(
-                type="message_delta",
-                delta=Delta(stop_reason=P.STOP_REASONS[reply.finish], stop_sequence=None),
-                usage=A.MessageDeltaUsage(output_tokens=reply.completion_tokens),
-            )
-        )
-        await send(A.RawMessageStopEvent(type="message_stop"))
-        await ex.record(reply)
-    except DISCONNECTS:
-        ex.generation.cancel()
-        return response
-    except RuntimeError as exc:
-        with contextlib.suppress(*DISCONNECTS):
-            await _event(
-                response, P.anthropic_error(P.RequestError(str(exc), status=500), "api_error"), "error"
-            )
-        return response
-    with contextlib.suppress(*DISCONNECTS):
-        await response.write_eof()
-    return response
-
-
-STREAMERS = {"chat.completions": stream_chat, "responses": stream_responses, "messages": stream_messages}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -259,16 +259,8 @@ def server_model_dir(model_dir: Path) -> Path:
     return view
 
 
-def start(
-    machine_dir: Path,
-    *,
-    model: str | None = None,
-    port: int | None = None,
-    nice: int = 0,
-    progress: Progress,
-    ready_timeout: float = READY_TIMEOUT_S,
-) -> ServerRecord:
-    """Start the server and wait until it answers; returns its record. Raises ServerError."""
+def _check_port(machine_dir: Path, port: int | None, progress: Progress) -> int:
+    """The port to serve on; refuses a second server for the project and a taken or impossible port."""
     running, stale = live_record(machine_dir)
     if running is not None:
         raise ServerError(
@@ -278,47 +270,38 @@ def start(
     if stale:
         progress("removed a stale server record (its process is gone)")
     if port is None:
-        port = DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()
-    elif not 1 <= port <= 65535:
+        return DEFAULT_PORT if port_free(DEFAULT_PORT) else free_port()
+    if not 1 <= port <= 65535:
         raise ServerError(f"--port {port}: not a TCP port (1-65535)")
-    elif not port_free(port):
+    if not port_free(port):
         raise ServerError(f"port {port} on {HOST} is in use; pick another with --port")
-    model_dir = server_model_dir(resolve_model(model, progress))
-    venv_dir = venv.ensure_venv(progress)
+    return port
 
-    home = server_dir(machine_dir)
+
+def _server_command(home: Path, venv_dir: Path, model_dir: Path, port: int, nice: int) -> list[str]:
+    """The SkyRL tx command line (through `compat.py`), with the `uv` shim it expects written into `home/bin`."""
     (home / "bin").mkdir(parents=True, exist_ok=True)
     (home / "checkpoints").mkdir(exist_ok=True)
     shim = home / "bin" / "uv"
     shim.write_text(UV_SHIM.format(python=venv.venv_python(venv_dir)))
     shim.chmod(0o755)
-    jax_cache = venv.cache_dir() / "jax-cache"
-    jax_cache.mkdir(parents=True, exist_ok=True)
-    log_path = home / LOG_FILE
-
     backend_config = {"max_lora_adapters": MAX_LORA_ADAPTERS, "max_lora_rank": MAX_LORA_RANK}
     argv = [
         str(venv.venv_python(venv_dir)),
         str(COMPAT_SCRIPT),
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--base-model",
-        str(model_dir),
-        "--backend",
-        "jax",
-        "--backend-config",
-        json.dumps(backend_config),
-        "--database-url",
-        f"sqlite:///{home / 'tinker.db'}",
-        "--checkpoints-base",
-        str(home / "checkpoints"),
-        "--tinker-proto",
-        str(tinker_proto_path()),
+        *("--host", HOST, "--port", str(port), "--base-model", str(model_dir)),
+        *("--backend", "jax", "--backend-config", json.dumps(backend_config)),
+        *("--database-url", f"sqlite:///{home / 'tinker.db'}"),
+        *("--checkpoints-base", str(home / "checkpoints")),
+        *("--tinker-proto", str(tinker_proto_path())),
     ]
-    if nice:
-        argv = ["nice", "-n", str(nice), *argv]
+    return ["nice", "-n", str(nice), *argv] if nice else argv
+
+
+def _server_env(home: Path) -> dict[str, str]:
+    """Our environment for the server: CPU JAX with a persistent compile cache, offline, none of our packages."""
+    jax_cache = venv.cache_dir() / "jax-cache"
+    jax_cache.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.update(
         PATH=f"{home / 'bin'}{os.pathsep}{env.get('PATH', '')}",
@@ -331,6 +314,26 @@ def start(
     )
     env.pop("PYTHONPATH", None)  # the server venv must not see our packages
     env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+def start(
+    machine_dir: Path,
+    *,
+    model: str | None = None,
+    port: int | None = None,
+    nice: int = 0,
+    progress: Progress,
+    ready_timeout: float = READY_TIMEOUT_S,
+) -> ServerRecord:
+    """Start the server and wait until it answers; returns its record. Raises ServerError."""
+    port = _check_port(machine_dir, port, progress)
+    model_dir = server_model_dir(resolve_model(model, progress))
+    venv_dir = venv.ensure_venv(progress)
+    home = server_dir(machine_dir)
+    argv = _server_command(home, venv_dir, model_dir, port, nice)
+    env = _server_env(home)
+    log_path = home / LOG_FILE
     progress(f"starting SkyRL tx on {base_url_for(port)} with {model_dir} (log: {log_path})")
     with open(log_path, "ab") as log:
         log.write(f"\n{START_MARKER} {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
@@ -343,10 +346,9 @@ def start(
             env=env,
             start_new_session=True,
         )
-    ticks = process_start_ticks(proc.pid) or 0
     record = ServerRecord(
         pid=proc.pid,
-        start_ticks=ticks,
+        start_ticks=process_start_ticks(proc.pid) or 0,
         boot_id=boot_id(),
         host=HOST,
         port=port,

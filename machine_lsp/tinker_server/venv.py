@@ -3,25 +3,23 @@
 SkyRL tx pins transformers, jax, flax, fastapi ... at versions that clash with ours, so it never shares our venv.
 The venv lives in the user cache, `$MACHINE_CACHE/tinker-server/venv` (MACHINE_CACHE defaults to
 `~/.cache/machine-lsp`); `MACHINE_TINKER_SERVER_CACHE` moves this directory alone (CI: under the repo's `.tools/`,
-without moving the converted model). It is built in a temporary directory next to its
-final place and renamed into place under a file lock, so two processes never install at once and a killed install
-leaves nothing half-built behind. A stamp inside the venv holds the sha256 of the requirements file it was built
+without moving the converted model). It is built in a temporary directory next to its final place and renamed into
+place under a file lock (`core.build_once`), so two processes never install at once and a killed install leaves
+nothing half-built behind. A stamp inside the venv holds the sha256 of the requirements file it was built
 from: a changed pin list builds a fresh venv.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
+from machine_lsp.core.build_once import build_once
 from machine_lsp.engines import smollm2
 
 Progress = Callable[[str], None]
@@ -71,64 +69,33 @@ def is_ready(directory: Path | None = None, requirements: Path = REQUIREMENTS) -
     return venv_python(directory).exists() and requirements_digest(requirements) in stamp
 
 
-@contextmanager
-def exclusive_lock(lock_path: Path, progress: Progress, what: str, timeout_s: float) -> Iterator[None]:
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a+") as handle:
-        deadline = time.monotonic() + timeout_s
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not told:
-                    progress(f"another process is {what}; waiting for it")
-                    told = True
-                if time.monotonic() > deadline:
-                    raise ServerSetupError(
-                        f"timed out after {timeout_s:.0f} s waiting for {lock_path}; if no other machine-lsp "
-                        "process is running, delete that file and retry"
-                    ) from None
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
 def ensure_venv(progress: Progress, requirements: Path = REQUIREMENTS, python: str | None = None) -> Path:
-    """The server venv's directory, installing it once if needed (atomic, locked). Returns the venv dir."""
+    """The server venv's directory, installing it once if needed (atomic, locked: `core.build_once`)."""
     target = venv_dir()
-    if is_ready(target, requirements):
-        return target
-    with exclusive_lock(cache_dir() / ".venv.lock", progress, "installing the SkyRL tx venv", LOCK_TIMEOUT_S):
-        if is_ready(target, requirements):
-            return target
-        _install(target, requirements, python or sys.executable, progress)
+    started = time.monotonic()
+    built = build_once(
+        target,
+        lambda directory: is_ready(directory, requirements),
+        lambda temp: _install(temp, target, requirements, python or sys.executable, progress),
+        progress,
+        waiting="another process is installing the SkyRL tx venv; waiting for it",
+        error=ServerSetupError,
+        timeout_s=LOCK_TIMEOUT_S,
+    )
+    if built:
+        progress(f"SkyRL tx venv ready in {time.monotonic() - started:.0f} s")
     return target
 
 
-def _install(target: Path, requirements: Path, python: str, progress: Progress) -> None:
+def _install(temp: Path, target: Path, requirements: Path, python: str, progress: Progress) -> None:
+    """Create the venv in `temp` and install the pinned requirements (`build_once` renames it to `target`)."""
     digest = requirements_digest(requirements)
-    for stale in target.parent.glob("venv.tmp-*"):  # left by a killed install; we hold the lock
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = target.parent / f"venv.tmp-{os.getpid()}"
-    started = time.monotonic()
     progress(f"creating the SkyRL tx venv in {target} from {requirements.name} (first use only; minutes)")
-    try:
-        _run([python, "-m", "venv", str(tmp)], "create the venv")
-        pip = [str(venv_python(tmp)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        # Every package is pinned in the file; --no-deps keeps pip from resolving anything else.
-        _run([*pip, "--no-deps", "-r", str(requirements)], f"install {requirements.name}")
-        (tmp / STAMP).write_text(f'{{"requirements_sha256": "{digest}"}}\n')
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    progress(f"SkyRL tx venv ready in {time.monotonic() - started:.0f} s")
+    _run([python, "-m", "venv", str(temp)], "create the venv")
+    pip = [str(venv_python(temp)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    # Every package is pinned in the file; --no-deps keeps pip from resolving anything else.
+    _run([*pip, "--no-deps", "-r", str(requirements)], f"install {requirements.name}")
+    (temp / STAMP).write_text(f'{{"requirements_sha256": "{digest}"}}\n')
 
 
 def _run(argv: list[str], what: str) -> None:

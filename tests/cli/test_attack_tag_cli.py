@@ -14,7 +14,7 @@ import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -113,23 +113,6 @@ def test_a_write_refused_by_the_kernel_exits_3_and_loses_nothing(project: Path) 
     assert "tagged: 2" in machine(project, "data").stdout
 
 
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"mount -t tmpfs not permitted here ({done.stderr.strip()})")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
 def test_read_only_store_reads_work_and_writes_exit_3(tmpfs: Path) -> None:
     assert machine(tmpfs, "good", "--from", f"{CHAT}:1").returncode == 0
     with open(tmpfs / ".machine" / "tagged.jsonl", "ab") as handle:
@@ -143,17 +126,11 @@ def test_read_only_store_reads_work_and_writes_exit_3(tmpfs: Path) -> None:
     one_line_error(machine(tmpfs, "bad", "--from", f"{CHAT}:2"), 3, "read-only file system")
 
 
-def test_full_disk_tag_exits_3_and_the_next_tag_works(tmpfs: Path) -> None:
+def test_full_disk_tag_exits_3_and_the_next_tag_works(tmpfs: Path, fill_disk: Callable[[Path], Path]) -> None:
     assert machine(tmpfs, "good", "--from", f"{CHAT}:1").returncode == 0
     tagged = tmpfs / ".machine" / "tagged.jsonl"
     before = tagged.read_bytes()
-    filler = tmpfs / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        while True:
-            try:
-                handle.write(b"x" * 512)
-            except OSError:
-                break
+    filler = fill_disk(tmpfs)
     long_turn = tmpfs.parent / "long.jsonl"  # the input lives off the full disk; its reply needs new pages
     long_turn.write_text(
         '{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"' + "w" * 9000 + '"}]}\n'

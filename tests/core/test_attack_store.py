@@ -16,32 +16,16 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from store_helpers import make_record
 
-from machine_lsp.core.schema import Message, Source, TagRecord, encode
+from machine_lsp.core.schema import encode
 from machine_lsp.core.store import Store, StoreError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def make_record(record_id: str, answer: str = "answer: 56", verdict: str = "good") -> TagRecord:
-    return TagRecord(
-        id=record_id,
-        verdict=verdict,  # type: ignore[arg-type]
-        messages=[Message(role="user", content="What is 7 * 8?"), Message(role="assistant", content=answer)],
-        source=Source(kind="chat_jsonl", uri="file:///data/train.jsonl", line=1, end_line=1),
-        created_at="2026-11-30T10:00:00.000Z",
-        tool_version="0.1.0",
-    )
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
-    monkeypatch.setenv("MACHINE_HOME", str(tmp_path / ".machine"))
-    return Store.open()
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -194,45 +178,15 @@ def test_a_fifo_as_tagged_jsonl_is_refused_without_blocking(store: Store) -> Non
     assert time.monotonic() - started < 10  # the old store blocked here forever (opening a FIFO waits)
 
 
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 64 KiB tmpfs (a disk that really fills up); skipped where mounting is not permitted."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root; the RLIMIT_FSIZE test covers a full disk here")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"mount -t tmpfs not permitted here ({done.stderr.strip()})")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Fill the disk up completely with one file; returns it (delete it to free the space)."""
-    filler = disk / "filler"
-    with open(filler, "wb", buffering=0) as handle:
-        while True:
-            try:
-                handle.write(b"x" * 512)
-            except OSError:
-                break
-    return filler
-
-
 def test_full_tmpfs_append_fails_cleanly_and_loses_nothing(
-    tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+    tmpfs: Path, fill_disk: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MACHINE_HOME", str(tmpfs / ".machine"))
     store = Store.open()
     for i in range(3):
         store.append(make_record(f"r{i}", answer=f"a{i}"))
     before = store.tagged_path.read_bytes()
-    filler = fill(tmpfs)
+    filler = fill_disk(tmpfs)
     big = make_record("big", answer="y" * 20000)  # needs new pages, so the write really hits the full disk
     with pytest.raises(StoreError, match="disk is full") as caught:
         Store.open().append(big)
@@ -245,7 +199,7 @@ def test_full_tmpfs_append_fails_cleanly_and_loses_nothing(
 
 
 def test_full_tmpfs_torn_tail_repair_leaves_no_empty_torn_file(
-    tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+    tmpfs: Path, fill_disk: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MACHINE_HOME", str(tmpfs / ".machine"))
     store = Store.open()
@@ -254,7 +208,7 @@ def test_full_tmpfs_torn_tail_repair_leaves_no_empty_torn_file(
     with open(store.tagged_path, "ab") as handle:
         handle.write(torn)
     before = store.tagged_path.read_bytes()
-    filler = fill(tmpfs)
+    filler = fill_disk(tmpfs)
     for _ in range(3):  # once per invocation, as a user retrying would
         with pytest.raises(StoreError, match="disk is full"):
             Store.open().append(make_record("r1", answer="other"))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from machine_lsp.core.export import export_pairs, export_sft
 from machine_lsp.core.schema import decode_training_row, encode
 from machine_lsp.core.store import Store
@@ -15,12 +13,6 @@ from machine_lsp.core.transcripts import load_turns, turn_at
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CHAT = FIXTURES / "chat.jsonl"
 PI_SESSION = FIXTURES / "pi_session_v3.jsonl"
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
-    monkeypatch.setenv("MACHINE_HOME", str(tmp_path / ".machine"))
-    return Store.open()
 
 
 def test_sft_has_good_rows_only_with_rewrites_applied(store: Store) -> None:

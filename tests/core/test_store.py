@@ -12,31 +12,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from store_helpers import make_record
 
-from machine_lsp.core.schema import Message, Source, TagRecord, decode_tag_record, encode
+from machine_lsp.core.schema import decode_tag_record, encode
 from machine_lsp.core.store import Store, StoreError, find_machine_dir, find_project_root
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def make_record(
-    record_id: str, verdict: str = "good", answer: str = "answer: 56", **extra: object
-) -> TagRecord:
-    return TagRecord(
-        id=record_id,
-        verdict=verdict,  # type: ignore[arg-type]
-        messages=[Message(role="user", content="What is 7 * 8?"), Message(role="assistant", content=answer)],
-        source=Source(kind="chat_jsonl", uri="file:///data/train.jsonl", line=1, end_line=1),
-        created_at="2026-11-30T10:00:00.000Z",
-        tool_version="0.1.0",
-        **extra,  # type: ignore[arg-type]
-    )
-
-
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
-    monkeypatch.setenv("MACHINE_HOME", str(tmp_path / ".machine"))
-    return Store.open()
 
 
 # -- where the store lives ----------------------------------------------------------------------------------

@@ -17,12 +17,6 @@ PI_SESSION = FIXTURES / "pi_session_v3.jsonl"
 CHAT = FIXTURES / "chat.jsonl"
 
 
-@pytest.fixture
-def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
-    monkeypatch.setenv("MACHINE_HOME", str(tmp_path / ".machine"))
-    return Store.open()
-
-
 def test_tag_good_stores_the_conversation_and_its_source(store: Store) -> None:
     turn = turn_at(load_turns(PI_SESSION), 13)
     result = tag(store, turn, "good", note="clear and correct")

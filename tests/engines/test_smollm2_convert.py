@@ -46,17 +46,22 @@ def test_incomplete_directory_is_not_taken_for_a_conversion(
     assert not smollm2.is_converted(target)
 
 
-def test_lock_wait_is_bounded(tmp_path: Path) -> None:
+def test_lock_wait_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import fcntl
 
-    lock = tmp_path / "x.lock"
+    monkeypatch.setenv("MACHINE_CACHE", str(tmp_path))
+    monkeypatch.setattr(smollm2, "LOCK_TIMEOUT_S", 1.0)
+    lock = tmp_path / "models" / ".SmolLM2-135M-Instruct.lock"
+    lock.parent.mkdir()
     messages: list[str] = []
     with open(lock, "a+") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        with pytest.raises(EngineError, match="timed out after 1s waiting for the conversion lock"):
-            with smollm2._exclusive_lock(lock, messages.append, 1.0):
-                pass
+        with pytest.raises(
+            EngineError, match=f"timed out after 1 s waiting for the lock {lock}; if no other"
+        ):
+            smollm2.ensure_model(messages.append)
     assert messages == ["SmolLM2-135M-Instruct: another process is converting the model; waiting for it"]
+    assert sorted(p.name for p in lock.parent.iterdir()) == [lock.name]  # nothing started
 
 
 def _reader(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> threading.Thread:

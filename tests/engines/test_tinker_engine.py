@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -70,14 +68,8 @@ def _preflight(tmp_path: Path, bound: float = 20.0, **env: str) -> tuple[dict, f
 ROOM_S = 10.0
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_missing_key(tmp_path: Path) -> None:
-    out, _, text = _preflight(tmp_path, TINKER_BASE_URL=f"http://127.0.0.1:{_closed_port()}")
+def test_missing_key(tmp_path: Path, closed_port: int) -> None:
+    out, _, text = _preflight(tmp_path, TINKER_BASE_URL=f"http://127.0.0.1:{closed_port}")
     assert out["ok"] is False and out["reason"] == "missing-key"
     assert "TINKER_API_KEY" in out["message"] and "--engine local" in out["message"]
     assert out["seconds"] < te_bound() + ROOM_S
@@ -90,8 +82,8 @@ def test_bad_key_without_prefix(tmp_path: Path) -> None:
     assert "sk-not-a-tinker-key" not in text
 
 
-def test_closed_local_port(tmp_path: Path) -> None:
-    port = _closed_port()
+def test_closed_local_port(tmp_path: Path, closed_port: int) -> None:
+    port = closed_port
     out, _, text = _preflight(tmp_path, TINKER_API_KEY=FAKE_KEY, TINKER_BASE_URL=f"http://127.0.0.1:{port}")
     assert out["ok"] is False and out["reason"] == "refused"
     assert f"127.0.0.1:{port}" in out["message"] and "connection refused" in out["message"]
@@ -99,35 +91,10 @@ def test_closed_local_port(tmp_path: Path) -> None:
     assert FAKE_KEY not in text
 
 
-def test_server_that_accepts_but_never_answers_is_bounded(tmp_path: Path) -> None:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    port = server.getsockname()[1]
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-                held.append(conn)  # never answer
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        out, _, text = _preflight(
-            tmp_path, bound=4.0, TINKER_API_KEY=FAKE_KEY, TINKER_BASE_URL=f"http://127.0.0.1:{port}"
-        )
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
+def test_server_that_accepts_but_never_answers_is_bounded(tmp_path: Path, silent_server: int) -> None:
+    out, _, text = _preflight(
+        tmp_path, bound=4.0, TINKER_API_KEY=FAKE_KEY, TINKER_BASE_URL=f"http://127.0.0.1:{silent_server}"
+    )
     assert out["ok"] is False and out["reason"] == "timeout"
     assert "did not answer within 4 s" in out["message"]
     assert 3.5 < out["seconds"] < 4.0 + ROOM_S  # it waited for its 4 s bound, and no longer

@@ -19,6 +19,25 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture
+def tinker_project(project: Path) -> Path:
+    """`project` with four training rows (train.jsonl) and one eval row (eval.jsonl)."""
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": f"{a}+{a}?"},
+                {"role": "assistant", "content": f"answer: {2 * a}"},
+            ]
+        }
+        for a in range(4)
+    ]
+    (project / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (project / "eval.jsonl").write_text(
+        json.dumps({"messages": [{"role": "user", "content": "1+1?"}], "expected": "answer: 2"}) + "\n"
+    )
+    return project
+
+
 def _job_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("MACHINE_HOME", None)

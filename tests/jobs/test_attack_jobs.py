@@ -7,40 +7,15 @@ boundary (a closed port or a server that accepts and never answers), as in test_
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 FAKE_KEY = "tml-FAKEKEY-never-log-me-0123456789"
 SECRET = "hunter2-url-secret"
-
-
-def write_rows(project: Path) -> None:
-    rows = [
-        {
-            "messages": [
-                {"role": "user", "content": f"{a}+{a}?"},
-                {"role": "assistant", "content": f"answer: {2 * a}"},
-            ]
-        }
-        for a in range(4)
-    ]
-    (project / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (project / "eval.jsonl").write_text(
-        json.dumps({"messages": [{"role": "user", "content": "1+1?"}], "expected": "answer: 2"}) + "\n"
-    )
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def everything_written(project: Path, *texts: str) -> str:
@@ -64,12 +39,11 @@ def everything_written(project: Path, *texts: str) -> str:
     ],
 )
 def test_eval_name_cannot_write_outside_the_project(
-    project: Path, run_job, job_env, tmp_path: Path, verb: str, name: str
+    tinker_project: Path, run_job, job_env, tmp_path: Path, verb: str, name: str
 ) -> None:
-    write_rows(project)
     before = sorted(p.name for p in tmp_path.parent.iterdir())
     code, events, err = run_job(
-        project,
+        tinker_project,
         verb,
         {"data": "eval.jsonl", "name": name},
         timeout=120,
@@ -78,7 +52,7 @@ def test_eval_name_cannot_write_outside_the_project(
     assert code == 1, err[-2000:]
     assert events[-1]["event"] == "error" and events[-1]["kind"] == "usage"
     assert "eval result name" in events[-1]["message"] and "not a valid name" in events[-1]["message"]
-    assert not (project / "eval_results").exists()
+    assert not (tinker_project / "eval_results").exists()
     assert sorted(p.name for p in tmp_path.parent.iterdir()) == before
 
 
@@ -86,13 +60,14 @@ def test_eval_name_cannot_write_outside_the_project(
 
 
 def test_a_symlinked_runs_dir_is_refused_and_nothing_written_through_it(
-    project: Path, run_job, job_env, tmp_path: Path
+    tinker_project: Path, run_job, job_env, tmp_path: Path
 ) -> None:
-    write_rows(project)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (project / ".machine" / "runs").symlink_to(elsewhere)
-    code, events, err = run_job(project, "validate", {"path": "train.jsonl"}, timeout=60, env=job_env())
+    (tinker_project / ".machine" / "runs").symlink_to(elsewhere)
+    code, events, err = run_job(
+        tinker_project, "validate", {"path": "train.jsonl"}, timeout=60, env=job_env()
+    )
     assert code == 1, err[-2000:]
     assert events[-1]["event"] == "error" and "symbolic link" in events[-1]["message"]
     assert list(elsewhere.iterdir()) == []
@@ -113,12 +88,11 @@ def test_redact_url() -> None:
 
 
 def test_tinker_base_url_credentials_never_reach_the_run_dir(
-    project: Path, run_job, job_env, tmp_path: Path
+    tinker_project: Path, run_job, job_env, tmp_path: Path, closed_port: int
 ) -> None:
-    write_rows(project)
-    url = f"https://machine-user:{SECRET}@127.0.0.1:{_closed_port()}/services/tinker"
+    url = f"https://machine-user:{SECRET}@127.0.0.1:{closed_port}/services/tinker"
     code, events, err = run_job(
-        project,
+        tinker_project,
         "train-smoke",
         {"engine": "tinker", "data": "train.jsonl"},
         timeout=90,
@@ -127,42 +101,12 @@ def test_tinker_base_url_credentials_never_reach_the_run_dir(
     assert code == 1, err[-2000:]
     assert events[-1]["event"] == "error" and "connection refused" in events[-1]["message"]
     assert "https://***@127.0.0.1:" in events[-1]["message"]  # the URL is still shown, without its secret
-    written = everything_written(project, err, json.dumps(events))
+    written = everything_written(tinker_project, err, json.dumps(events))
     assert SECRET not in written and "machine-user" not in written
     assert FAKE_KEY not in written
 
 
 # -- 8. the "no answer" preflight bound counts the job's start-up ------------------------------------------------------
-
-
-@pytest.fixture
-def silent_server() -> Iterator[int]:
-    """A TCP server on 127.0.0.1 that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-                held.append(conn)
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield server.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(2)
-        for conn in held:
-            conn.close()
-        server.close()
 
 
 PREFLIGHT_BOUND_S = 20.0  # TinkerEngine's promise: the job knows within 20 s of its start
@@ -171,12 +115,11 @@ ROOM_S = 4.0  # what may follow the bound: writing the manifest, the final event
 
 
 def test_no_answer_preflight_ends_within_the_bound_counted_from_the_job_start(
-    project: Path, job_env, tmp_path: Path, silent_server: int
+    tinker_project: Path, job_env, tmp_path: Path, silent_server: int
 ) -> None:
     """The whole job, spawn to exit, fits in the 20 s bound plus a few seconds of tear-down, even when the
     interpreter's own start-up takes 6 s (a sitecustomize that sleeps: part of the process start, before any of
     the job's code runs). Measuring the bound from the preflight call instead ended at 20 s + start-up."""
-    write_rows(project)
     slow = tmp_path / "slow-start"
     slow.mkdir()
     (slow / "sitecustomize.py").write_text(f"import time\ntime.sleep({SLOW_START_S})\n")
@@ -188,7 +131,7 @@ def test_no_answer_preflight_ends_within_the_bound_counted_from_the_job_start(
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "machine_lsp.jobs", "train-smoke", "--args-json", args],
-        cwd=project,
+        cwd=tinker_project,
         capture_output=True,
         timeout=120,
         env=env,

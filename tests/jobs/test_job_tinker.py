@@ -3,37 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 
 import pytest
 
 FAKE_KEY = "tml-FAKEKEY-never-log-me-0123456789"
-
-
-@pytest.fixture
-def tinker_project(project: Path) -> Path:
-    rows = [
-        {
-            "messages": [
-                {"role": "user", "content": f"{a}+{a}?"},
-                {"role": "assistant", "content": f"answer: {2 * a}"},
-            ]
-        }
-        for a in range(4)
-    ]
-    (project / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (project / "eval.jsonl").write_text(
-        json.dumps({"messages": [{"role": "user", "content": "1+1?"}], "expected": "answer: 2"}) + "\n"
-    )
-    return project
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _no_key_anywhere(project: Path, *texts: str) -> None:
@@ -54,11 +29,11 @@ def _no_key_anywhere(project: Path, *texts: str) -> None:
     ids=["missing-key", "bad-key", "closed-port"],
 )
 def test_train_smoke_on_tinker_fails_clearly_within_bound(
-    tinker_project: Path, run_job, job_env, tmp_path: Path, env: dict, kind_text: str
+    tinker_project: Path, run_job, job_env, tmp_path: Path, closed_port: int, env: dict, kind_text: str
 ) -> None:
     env = dict(env)
     if env.get("TINKER_BASE_URL") == "closed":
-        env["TINKER_BASE_URL"] = f"http://127.0.0.1:{_closed_port()}"
+        env["TINKER_BASE_URL"] = f"http://127.0.0.1:{closed_port}"
     started = time.monotonic()
     code, events, err = run_job(
         tinker_project,

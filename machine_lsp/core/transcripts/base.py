@@ -7,7 +7,15 @@ from typing import Any, Protocol
 
 import msgspec
 
-from machine_lsp.core.schema import Message, Source, ToolCall, ToolFunction
+from machine_lsp.core.schema import (
+    ContentPart,
+    Message,
+    Source,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolFunction,
+)
 
 
 class Turn(msgspec.Struct, omit_defaults=True):
@@ -127,6 +135,16 @@ def any_line_decodes_to(lines: list[str], looks_like: Callable[[Any], bool]) -> 
         if looks_like(obj):
             return True
     return False
+
+
+def assistant_message(parts: list[ContentPart], tool_calls: list[ToolCall]) -> Message:
+    """An assistant message of `parts`: the parts themselves when thinking is kept, else their text joined."""
+    content: str | list[ContentPart]
+    if any(isinstance(part, ThinkingPart) for part in parts):
+        content = list(parts)
+    else:
+        content = "\n".join(part.text for part in parts if isinstance(part, TextPart))
+    return Message(role="assistant", content=content, tool_calls=list(tool_calls) or None)
 
 
 def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:

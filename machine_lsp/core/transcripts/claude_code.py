@@ -28,16 +28,12 @@ are not part of it. How the harness's own request is rebuilt from the path:
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from machine_lsp.core.schema import (
-    ContentPart,
     Message,
     Source,
     TextPart,
-    ThinkingPart,
-    ToolCall,
 )
 from machine_lsp.core.transcripts.base import (
     TranscriptError,
@@ -45,7 +41,16 @@ from machine_lsp.core.transcripts.base import (
     TurnList,
     any_line_decodes_to,
     json_objects,
-    tool_call,
+)
+from machine_lsp.core.transcripts.claude_code_lines import (
+    AssistantBuilder,
+    Item,
+    Node,
+    add_blocks,
+    blocks,
+    plain_text,
+    text_turns,
+    user_items,
 )
 
 HARNESS = "claude-code"
@@ -66,17 +71,6 @@ _BOOKKEEPING_TYPES = {
     "api-request-shape",
     "api-request-blob",
 }
-_INJECTED_PREFIXES = (
-    "<system-reminder>",
-    "<command-name>",
-    "<command-message>",
-    "<command-args>",
-    "<local-command-stdout>",
-    "<local-command-stderr>",
-    "<local-command-caveat>",
-    "<task-notification>",
-    "[Request interrupted by user",
-)
 _INTERRUPTED = "[Request interrupted by user"
 
 
@@ -107,40 +101,6 @@ class ClaudeCodeAdapter:
         return _Reader(text, uri, trace=trace, thinking=thinking).read()
 
 
-@dataclass
-class _Node:
-    uuid: str
-    parent: str | None
-    line: int
-    data: dict[str, Any]
-
-    @property
-    def type(self) -> str:
-        return str(self.data.get("type"))
-
-    @property
-    def message(self) -> dict[str, Any]:
-        message = self.data.get("message")
-        return message if isinstance(message, dict) else {}
-
-    @property
-    def message_id(self) -> str | None:
-        value = self.message.get("id")
-        return value if isinstance(value, str) and value else None
-
-    @property
-    def is_api_error(self) -> bool:
-        return bool(self.data.get("isApiErrorMessage")) or self.message.get("model") == "<synthetic>"
-
-
-class _Item(NamedTuple):
-    """What one line adds to the conversation: a finished message, or an assistant line to merge by message.id."""
-
-    kind: str  # "message" | "assistant"
-    message: Message | None = None
-    node: _Node | None = None
-
-
 class _Prefix(NamedTuple):
     """The conversation up to a prompt line: every message, its plain-tag view, and warnings (shared, immutable)."""
 
@@ -152,20 +112,6 @@ class _Prefix(NamedTuple):
 _EMPTY = _Prefix((), ())
 
 
-@dataclass
-class _AssistantBuilder:
-    parts: list[ContentPart] = field(default_factory=list)
-    tool_calls: list[ToolCall] = field(default_factory=list)
-
-    def build(self) -> Message:
-        content: str | list[ContentPart]
-        if any(isinstance(part, ThinkingPart) for part in self.parts):
-            content = list(self.parts)
-        else:
-            content = "\n".join(part.text for part in self.parts if isinstance(part, TextPart))
-        return Message(role="assistant", content=content, tool_calls=list(self.tool_calls) or None)
-
-
 class _Reader:
     def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
         self.text = text
@@ -173,21 +119,21 @@ class _Reader:
         self.trace = trace
         self.thinking = thinking
         self.result = TurnList()
-        self.nodes: dict[str, _Node] = {}
-        self.children: dict[str, list[_Node]] = defaultdict(list)
-        self.items: dict[str, tuple[_Item, ...]] = {}
+        self.nodes: dict[str, Node] = {}
+        self.children: dict[str, list[Node]] = defaultdict(list)
+        self.items: dict[str, tuple[Item, ...]] = {}
         self.item_warnings: dict[str, tuple[str, ...]] = {}
         self.prompt_prefix: dict[str, _Prefix] = {}
         self.session_id: str | None = None
         self.tool_names: dict[str, str] = {}
-        self.result_nodes: dict[str, _Node] = {}  # tool_use id -> the user line holding its result
-        self.groups: dict[str, list[_Node]] = {}  # message.id -> its assistant lines, in file order
+        self.result_nodes: dict[str, Node] = {}  # tool_use id -> the user line holding its result
+        self.groups: dict[str, list[Node]] = {}  # message.id -> its assistant lines, in file order
         self._message_ids: set[str] = set()
 
     def read(self) -> TurnList:
         objects = json_objects(self.text, self.uri, self.result)
-        main: list[_Node] = []
-        side: list[_Node] = []
+        main: list[Node] = []
+        side: list[Node] = []
         for line_no, obj in objects:
             if self.session_id is None and isinstance(obj.get("sessionId"), str):
                 self.session_id = obj["sessionId"]
@@ -195,7 +141,7 @@ class _Reader:
             if obj.get("type") not in _CONVERSATION_TYPES or not isinstance(uuid, str) or not uuid:
                 continue
             parent = obj.get("parentUuid")
-            node = _Node(uuid, parent if isinstance(parent, str) and parent else None, line_no, obj)
+            node = Node(uuid, parent if isinstance(parent, str) and parent else None, line_no, obj)
             (side if obj.get("isSidechain") else main).append(node)
         # A sub-agent transcript holds only sidechain lines: then they are the conversation. Otherwise sidechain
         # lines belong to another conversation and never leak into this one.
@@ -211,29 +157,13 @@ class _Reader:
                 )
             return self.result
         for node in chosen:
-            if node.uuid in self.nodes:
-                first = self.nodes[node.uuid].line
-                if node.data == self.nodes[node.uuid].data:
-                    continue  # resumed sessions copy lines verbatim: the same line twice is one line
-                self.result.problems.append(
-                    TranscriptError(self.uri, f"uuid {node.uuid} repeats line {first}", node.line)
-                )
-                continue
-            self.nodes[node.uuid] = node
-            if node.parent is not None:
-                self.children[node.parent].append(node)
-            if node.type == "assistant":
-                if node.message_id:
-                    self._message_ids.add(node.message_id)
-                for block in _blocks(node.message.get("content")):
-                    if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                        self.tool_names[block["id"]] = str(block.get("name") or "")
-        groups: dict[str, list[_Node]] = defaultdict(list)
+            self._add(node)
+        groups: dict[str, list[Node]] = defaultdict(list)
         for node in self.nodes.values():
             if node.type == "assistant":
                 groups[node.message_id or node.uuid].append(node)
             elif node.type == "user":
-                for part in _blocks(node.message.get("content")):
+                for part in blocks(node.message.get("content")):
                     if part.get("type") == "tool_result" and isinstance(part.get("tool_use_id"), str):
                         self.result_nodes.setdefault(part["tool_use_id"], node)
         self.groups = {key: members for key, members in groups.items() if key and key in self._message_ids}
@@ -248,13 +178,33 @@ class _Reader:
             last.warnings.extend(self.result.notes)
         return self.result
 
-    def _is_leaf(self, node: _Node) -> bool:
+    def _add(self, node: Node) -> None:
+        """Take one conversation line into the tree (a repeated uuid is a problem, unless it is the same line)."""
+        if node.uuid in self.nodes:
+            first = self.nodes[node.uuid].line
+            if node.data == self.nodes[node.uuid].data:
+                return  # resumed sessions copy lines verbatim: the same line twice is one line
+            self.result.problems.append(
+                TranscriptError(self.uri, f"uuid {node.uuid} repeats line {first}", node.line)
+            )
+            return
+        self.nodes[node.uuid] = node
+        if node.parent is not None:
+            self.children[node.parent].append(node)
+        if node.type == "assistant":
+            if node.message_id:
+                self._message_ids.add(node.message_id)
+            for block in blocks(node.message.get("content")):
+                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                    self.tool_names[block["id"]] = str(block.get("name") or "")
+
+    def _is_leaf(self, node: Node) -> bool:
         return not self.children.get(node.uuid)
 
-    def _has_tool_use(self, members: list[_Node]) -> bool:
-        return any(b.get("type") == "tool_use" for n in members for b in _blocks(n.message.get("content")))
+    def _has_tool_use(self, members: list[Node]) -> bool:
+        return any(b.get("type") == "tool_use" for n in members for b in blocks(n.message.get("content")))
 
-    def _is_turn(self, members: list[_Node]) -> bool:
+    def _is_turn(self, members: list[Node]) -> bool:
         if self.trace:
             return True
         # An intermediate tool-calling step belongs to the exchange whose final reply comes later.
@@ -262,7 +212,7 @@ class _Reader:
 
     # -- conversations -----------------------------------------------------------------------------------------
 
-    def _is_prompt(self, node: _Node) -> bool:
+    def _is_prompt(self, node: Node) -> bool:
         """A user line that starts a new exchange (typed text or a compaction summary): merging by message.id never
         crosses one, so the conversation up to it is cached."""
         if node.type != "user" or node.data.get("isMeta"):
@@ -272,13 +222,13 @@ class _Reader:
             for item in self._items(node)
         )
 
-    def _conversation(self, leaf: _Node) -> tuple[_Prefix, list[Message], list[str]]:
+    def _conversation(self, leaf: Node) -> tuple[_Prefix, list[Message], list[str]]:
         """The conversation behind `leaf`: the cached prefix through the nearest prompt line above it, then the
         messages (and warnings) of the lines from there to `leaf`."""
-        segment: list[_Node] = []
+        segment: list[Node] = []
         base = _EMPTY
         seen: set[str] = set()
-        current: _Node | None = leaf
+        current: Node | None = leaf
         below = leaf
         while current is not None:
             if current.uuid in seen:
@@ -307,14 +257,14 @@ class _Reader:
         messages, warnings = self._apply(reversed(segment))
         return base, messages, warnings
 
-    def _prefix_through(self, prompt: _Node) -> _Prefix:
+    def _prefix_through(self, prompt: Node) -> _Prefix:
         cached = self.prompt_prefix.get(prompt.uuid)
         if cached is None:
             base, messages, warnings = self._conversation(prompt)
             cached = self.prompt_prefix[prompt.uuid] = _Prefix(
                 base.messages + tuple(messages),
                 tuple(_unique([*base.warnings, *warnings])),
-                base.plain + tuple(_text_turns(messages)),
+                base.plain + tuple(text_turns(messages)),
             )
         return cached
 
@@ -326,7 +276,7 @@ class _Reader:
         brings every line sharing its `message.id`, and the first tool result after it brings the results of all
         of that message's calls, in the order the harness wrote them (the order they finished, which is the order
         it sends them in; calls without a result last)."""
-        out: list[Message | _AssistantBuilder] = []
+        out: list[Message | AssistantBuilder] = []
         warnings: list[str] = []
         done_groups: set[str] = set()
         pending_calls: list[str] = []
@@ -338,10 +288,10 @@ class _Reader:
                 if item.kind == "assistant" and item.node is not None:
                     if item.node.message_id in done_groups:
                         continue  # (lines a compaction preserved come through the summary line, grouped too)
-                    builder = _AssistantBuilder()
+                    builder = AssistantBuilder()
                     members = self.groups.get(item.node.message_id or "", [item.node])
                     for member in members:
-                        self._add_blocks(builder, member, warnings)
+                        add_blocks(builder, member, self.thinking, warnings)
                     if item.node.message_id:
                         done_groups.add(item.node.message_id)
                     out.append(builder)
@@ -363,7 +313,7 @@ class _Reader:
                 elif item.message is not None:
                     out.append(item.message)
             warnings.extend(self.item_warnings.get(node.uuid, ()))
-        messages = [entry.build() if isinstance(entry, _AssistantBuilder) else entry for entry in out]
+        messages = [entry.build() if isinstance(entry, AssistantBuilder) else entry for entry in out]
         return messages, _unique(warnings)
 
     def _in_result_order(self, call_ids: list[str]) -> list[str]:
@@ -388,7 +338,7 @@ class _Reader:
             None,
         )
 
-    def _items(self, node: _Node) -> tuple[_Item, ...]:
+    def _items(self, node: Node) -> tuple[Item, ...]:
         cached = self.items.get(node.uuid)
         if cached is None:
             warnings: list[str] = []
@@ -397,68 +347,32 @@ class _Reader:
                 self.item_warnings[node.uuid] = tuple(warnings)
         return cached
 
-    def _convert(self, node: _Node, warnings: list[str]) -> list[_Item]:
+    def _convert(self, node: Node, warnings: list[str]) -> list[Item]:
         kind = node.type
         if kind == "assistant":
-            return [] if node.is_api_error else [_Item("assistant", node=node)]
+            return [] if node.is_api_error else [Item("assistant", node=node)]
         if kind == "attachment":
             rendered = node.data.get("rendered")
             texts = [
                 str(r.get("content")) for r in rendered or [] if isinstance(r, dict) and r.get("content")
             ]
-            return [_Item("message", Message(role="system", content="\n".join(texts)))] if texts else []
+            return [Item("message", Message(role="system", content="\n".join(texts)))] if texts else []
         if kind != "user":
             return []  # system lines (compact_boundary, local commands, errors) and progress: not sent as turns
         content = node.message.get("content")
         if node.data.get("isCompactSummary"):
             # The summary starts the new context; messages the compaction preserved follow it, as the harness
             # sends them (compact_boundary.compactMetadata.preservedMessages, anchored on this line).
-            items = [_Item("message", Message(role="user", content=_plain_text(content)))]
+            items = [Item("message", Message(role="user", content=plain_text(content)))]
             for kept in self._preserved(node):
                 items.extend(self._items(kept))
             return items
         if node.data.get("isMeta"):
-            text = _plain_text(content)
-            return [_Item("message", Message(role="system", content=text))] if text else []
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        items: list[_Item] = []
-        user_texts: list[str] = []
-        injected: list[str] = []
-        for part in content if isinstance(content, list) else []:
-            if not isinstance(part, dict):
-                continue
-            part_type = part.get("type")
-            if part_type == "tool_result":
-                call_id = str(part.get("tool_use_id") or "")
-                text = self._result_text(part.get("content"), node.line, warnings)
-                if part.get("is_error") and not text.startswith("Error"):
-                    text = text or "(tool error)"
-                items.append(
-                    _Item(
-                        "message",
-                        Message(
-                            role="tool", content=text, tool_call_id=call_id, name=self.tool_names.get(call_id)
-                        ),
-                    )
-                )
-            elif part_type == "text" and isinstance(part.get("text"), str):
-                text = part["text"]
-                if text.lstrip().startswith(_INJECTED_PREFIXES):
-                    injected.append(text)
-                elif text:
-                    user_texts.append(text)
-            elif part_type in ("image", "document"):
-                warnings.append(
-                    f"line {node.line}: an {part_type} in a user message was dropped: rows carry text only"
-                )
-        if injected:
-            items.append(_Item("message", Message(role="system", content="\n".join(injected))))
-        if user_texts:
-            items.append(_Item("message", Message(role="user", content="\n".join(user_texts))))
-        return items
+            text = plain_text(content)
+            return [Item("message", Message(role="system", content=text))] if text else []
+        return user_items(node, content, self.tool_names, warnings)
 
-    def _preserved(self, summary: _Node) -> list[_Node]:
+    def _preserved(self, summary: Node) -> list[Node]:
         boundary = self.nodes.get(summary.parent or "")
         metadata = boundary.data.get("compactMetadata") if boundary is not None else None
         preserved = metadata.get("preservedMessages") if isinstance(metadata, dict) else None
@@ -467,53 +381,16 @@ class _Reader:
         uuids = preserved.get("uuids") or []
         return [self.nodes[uuid] for uuid in uuids if isinstance(uuid, str) and uuid in self.nodes]
 
-    def _result_text(self, content: Any, line: int, warnings: list[str]) -> str:
-        if isinstance(content, str):
-            return content
-        texts = []
-        for part in content if isinstance(content, list) else []:
-            if isinstance(part, dict) and part.get("type") == "text":
-                texts.append(str(part.get("text") or ""))
-            elif isinstance(part, dict) and part.get("type") == "image":
-                warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
-        return "\n".join(texts)
-
-    def _add_blocks(self, builder: _AssistantBuilder, node: _Node, warnings: list[str]) -> None:
-        for block in _blocks(node.message.get("content")):
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
-                builder.parts.append(TextPart(block["text"]))
-            elif (
-                kind == "thinking"
-                and self.thinking
-                and isinstance(block.get("thinking"), str)
-                and block["thinking"]
-            ):
-                builder.parts.append(ThinkingPart(block["thinking"]))
-            elif kind == "tool_use":
-                arguments = block.get("input")
-                builder.tool_calls.append(
-                    tool_call(
-                        str(block.get("id") or f"call_{node.line}_{len(builder.tool_calls)}"),
-                        str(block.get("name") or ""),
-                        arguments,
-                    )
-                )
-            elif kind == "image":
-                warnings.append(
-                    f"line {node.line}: an image in an assistant reply was dropped: rows carry text only"
-                )
-
     # -- turns -------------------------------------------------------------------------------------------------
 
-    def _turn(self, members: list[_Node]) -> Turn | None:
+    def _turn(self, members: list[Node]) -> Turn | None:
         last = members[-1]
         base, segment, segment_warnings = self._conversation(last)
         warnings = _unique([*base.warnings, *segment_warnings])
         if last.is_api_error:
             # The error line adds nothing to later context; it is still the answer of its own (blocked) turn.
             history = segment
-            answer = Message(role="assistant", content=_plain_text(last.message.get("content")))
+            answer = Message(role="assistant", content=plain_text(last.message.get("content")))
         elif segment and segment[-1].role == "assistant":
             history, answer = segment[:-1], segment[-1]
         else:
@@ -523,12 +400,12 @@ class _Reader:
         else:
             # The plain view: user text and final text replies before; the reply's text alone as the answer.
             if not last.is_api_error:
-                builder = _AssistantBuilder()
+                builder = AssistantBuilder()
                 for node in members:
-                    self._add_blocks(builder, node, [])
+                    add_blocks(builder, node, self.thinking, [])
                 builder.tool_calls = []
                 answer = builder.build()
-            messages = [*base.plain, *_text_turns(history), answer]
+            messages = [*base.plain, *text_turns(history), answer]
         return Turn(
             line=self._span_start(members),
             end_line=last.line,
@@ -549,7 +426,7 @@ class _Reader:
             warnings=warnings,
         )
 
-    def _span_start(self, members: list[_Node]) -> int:
+    def _span_start(self, members: list[Node]) -> int:
         """First line of the lines between the previous turn on the path and this one (prompt, tool results)."""
         start = min(node.line for node in members)
         member_ids = {node.uuid for node in members}
@@ -564,15 +441,15 @@ class _Reader:
             current = node.parent
         return start
 
-    def _blocked(self, members: list[_Node], answer: Message) -> str | None:
+    def _blocked(self, members: list[Node], answer: Message) -> str | None:
         last = members[-1]
         if any(node.is_api_error for node in members):
-            detail = _plain_text(last.message.get("content"))[:120]
+            detail = plain_text(last.message.get("content"))[:120]
             return f"the reply is an API error ({detail}): cannot be tagged good"
         if any(node.message.get("stop_reason") == "max_tokens" for node in members):
             return "the reply was cut off at the token limit (stop_reason max_tokens): cannot be tagged good"
         for child in self.children.get(last.uuid, []):
-            if child.type == "user" and _plain_text(child.message.get("content")).lstrip().startswith(
+            if child.type == "user" and plain_text(child.message.get("content")).lstrip().startswith(
                 _INTERRUPTED
             ):
                 return "the reply was interrupted by the user: cannot be tagged good"
@@ -588,38 +465,6 @@ class _Reader:
         if self._has_tool_use(members):
             return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
         return "the reply has no text: nothing to train on"
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        return []
-    return [block for block in content if isinstance(block, dict)]
-
-
-def _plain_text(content: Any) -> str:
-    return "\n".join(
-        str(block.get("text") or "") for block in _blocks(content) if block.get("type") == "text"
-    )
-
-
-def _text_turns(messages: list[Message]) -> list[Message]:
-    """Typed user text and the assistant's final text replies: no injected context, tool calls or results."""
-    kept = []
-    for message in messages:
-        if message.role == "user":
-            kept.append(message)
-        elif message.role == "assistant" and not message.tool_calls:
-            content = message.content
-            if (
-                isinstance(content, str)
-                and content
-                or not isinstance(content, str)
-                and any(isinstance(part, TextPart) and part.text for part in content)
-            ):
-                kept.append(message)
-    return kept
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -41,7 +41,13 @@ from machine_lsp.core.schema import (
     ToolCall,
     ToolFunction,
 )
-from machine_lsp.core.transcripts.base import Turn, TurnList, any_line_decodes_to, json_objects
+from machine_lsp.core.transcripts.base import (
+    Turn,
+    TurnList,
+    any_line_decodes_to,
+    assistant_message,
+    json_objects,
+)
 
 HARNESS = "codex"
 CHECKED_VERSIONS = "0.171.0 (run in tests), 0.40.0 (public rollout)"
@@ -100,12 +106,7 @@ class _Open:
     has_text: bool = False
 
     def build(self) -> Message:
-        content: str | list[ContentPart]
-        if any(isinstance(part, ThinkingPart) for part in self.parts):
-            content = list(self.parts)
-        else:
-            content = "\n".join(part.text for part in self.parts if isinstance(part, TextPart))
-        return Message(role="assistant", content=content, tool_calls=list(self.tool_calls) or None)
+        return assistant_message(self.parts, self.tool_calls)
 
 
 class _Reader:

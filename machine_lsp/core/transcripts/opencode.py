@@ -317,29 +317,9 @@ class _Reader:
                     if (self.trace or not step.tools) and not info.get("summary"):
                         ordinal += 1
                         line = ordinal if line_of is None else line_of(index, message_id)
-                        turn_messages = context.then([answer])
                         entry_id = message_id if len(steps) == 1 else f"{message_id}:{step_index + 1}"
-                        result.append(
-                            Turn(
-                                line=line,
-                                end_line=line,
-                                messages=SharedPath(turn_messages),  # type: ignore[arg-type]
-                                answer_index=turn_messages.size - 1,
-                                source=Source(
-                                    kind="session_log",
-                                    uri=self.uri,
-                                    line=line,
-                                    end_line=line,
-                                    entry_id=entry_id,
-                                    session_id=self.session_id,
-                                    harness=HARNESS,
-                                    model=_str(info.get("modelID")) or None,
-                                    provider=_str(info.get("providerID")) or None,
-                                ),
-                                tags_blocked=self._blocked(info, answer),
-                                warnings=SharedPath(warnings.then(step_warnings)),  # type: ignore[arg-type]
-                            )
-                        )
+                        turn_warnings = warnings.then(step_warnings)
+                        result.append(self._turn(info, answer, context, turn_warnings, line, entry_id))
                     if failed:
                         continue  # OpenCode leaves a failed message out of what it sends next
                     if self.trace:
@@ -354,6 +334,37 @@ class _Reader:
             added.append((start_context, start_warnings))
         result.line_count = result.line_count or ordinal
         return result
+
+    def _turn(
+        self,
+        info: dict[str, Any],
+        answer: Message,
+        context: Chunk[Message],
+        warnings: Chunk[str],
+        line: int,
+        entry_id: str,
+    ) -> Turn:
+        """The turn that `answer` ends, after `context`."""
+        turn_messages = context.then([answer])
+        return Turn(
+            line=line,
+            end_line=line,
+            messages=SharedPath(turn_messages),  # type: ignore[arg-type]
+            answer_index=turn_messages.size - 1,
+            source=Source(
+                kind="session_log",
+                uri=self.uri,
+                line=line,
+                end_line=line,
+                entry_id=entry_id,
+                session_id=self.session_id,
+                harness=HARNESS,
+                model=_str(info.get("modelID")) or None,
+                provider=_str(info.get("providerID")) or None,
+            ),
+            tags_blocked=self._blocked(info, answer),
+            warnings=SharedPath(warnings),  # type: ignore[arg-type]
+        )
 
     def _after_compaction(
         self,

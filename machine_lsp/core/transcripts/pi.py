@@ -158,62 +158,16 @@ class _SessionReader:
             line_text = raw.removesuffix("\r")
             if not line_text.strip():
                 continue
-            try:
-                obj = decode_json_line(line_text, self.uri, line_no)
-                json_index += 1  # Pi counts every line that parses as JSON, whatever its shape
-                if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-                    raise TranscriptError(
-                        self.uri, 'expected a Pi entry, a JSON object with a "type"', line_no, 1
-                    )
-            except TranscriptError as exc:
-                if line_no == len(lines) and "ends before the JSON value does" in exc.message:
-                    # No newline after it and the JSON ends early: the agent is still writing this line.
-                    self.result.notes.append(
-                        f"line {line_no}: skipped a half-written last line (the agent may still be writing the log)"
-                    )
-                else:
-                    self.result.problems.append(exc)
+            obj, is_json = self._decode(line_text, line_no, last=line_no == len(lines))
+            json_index += is_json  # Pi counts every line that parses as JSON, whatever its shape
+            if obj is None:
                 continue
             if version is None:
-                if obj["type"] != "session":
-                    self.result.problems.append(
-                        TranscriptError(
-                            self.uri, 'a Pi session starts with a {"type":"session"} header', line_no, 1
-                        )
-                    )
+                version = self._header(obj, line_no)
+                if version is None:
                     return self.result
-                raw_version = obj.get("version", 1)
-                version = raw_version if isinstance(raw_version, int) else 1
-                session_id = obj.get("id")
-                self.session_id = session_id if isinstance(session_id, str) else None
-                self.letta = self.letta or is_letta_session_id(session_id)
                 continue
-            entry_id = obj.get("id")
-            if version >= 2 and isinstance(entry_id, str) and entry_id:
-                parent = obj.get("parentId")
-                entry = _Entry(entry_id, parent if isinstance(parent, str) else None, line_no, obj)
-            else:
-                # v1 (or an entry without an id): a linear log, each entry follows the previous one.
-                entry = _Entry(f"@{line_no}", previous_id, line_no, obj, synthetic_id=True)
-            if entry.id in self.entries:
-                self.result.problems.append(
-                    TranscriptError(
-                        self.uri, f"entry id {entry.id} repeats line {self.entries[entry.id].line}", line_no
-                    )
-                )
-            self.entries[entry.id] = entry
-            self.order.append(entry)
-            self.entry_at_json_index[json_index] = entry.id
-            if entry.parent_id is not None:
-                self.has_children.add(entry.parent_id)
-            if version < 2 and obj["type"] == "compaction":
-                index = obj.get("firstKeptEntryIndex")
-                if isinstance(index, int) and not isinstance(index, bool):
-                    # As Pi's migrateV1ToV2: the entry at that index (the header, or nothing, keeps nothing).
-                    self.v1_first_kept[entry.id] = self.entry_at_json_index.get(index) if index > 0 else None
-            if not self.letta and obj["type"] == "message" and isinstance(entry.message.get("id"), str):
-                self.letta = True  # Pi's messages carry no id; Letta Code's local backend gives each one
-            previous_id = entry.id
+            previous_id = self._add_entry(obj, line_no, version, previous_id, json_index).id
         # In file order parents come before children, so each entry's prefix is its parent's (already built) plus
         # its own messages: one step per entry, and the turns share their common prefixes.
         for entry in self.order:
@@ -223,6 +177,69 @@ class _SessionReader:
         if self.letta:
             self.result.adapter = LETTA_HARNESS
         return self.result
+
+    def _decode(self, line_text: str, line_no: int, *, last: bool) -> tuple[dict[str, Any] | None, int]:
+        """The line's entry (None: a problem or note was recorded) and whether it parsed as JSON (1 or 0)."""
+        try:
+            obj = decode_json_line(line_text, self.uri, line_no)
+        except TranscriptError as exc:
+            if last and "ends before the JSON value does" in exc.message:
+                # No newline after it and the JSON ends early: the agent is still writing this line.
+                self.result.notes.append(
+                    f"line {line_no}: skipped a half-written last line (the agent may still be writing the log)"
+                )
+            else:
+                self.result.problems.append(exc)
+            return None, 0
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            self.result.problems.append(
+                TranscriptError(self.uri, 'expected a Pi entry, a JSON object with a "type"', line_no, 1)
+            )
+            return None, 1
+        return obj, 1
+
+    def _header(self, obj: dict[str, Any], line_no: int) -> int | None:
+        """The session header's format version (None: the file does not start with one)."""
+        if obj["type"] != "session":
+            self.result.problems.append(
+                TranscriptError(self.uri, 'a Pi session starts with a {"type":"session"} header', line_no, 1)
+            )
+            return None
+        raw_version = obj.get("version", 1)
+        session_id = obj.get("id")
+        self.session_id = session_id if isinstance(session_id, str) else None
+        self.letta = self.letta or is_letta_session_id(session_id)
+        return raw_version if isinstance(raw_version, int) else 1
+
+    def _add_entry(
+        self, obj: dict[str, Any], line_no: int, version: int, previous_id: str | None, json_index: int
+    ) -> _Entry:
+        entry_id = obj.get("id")
+        if version >= 2 and isinstance(entry_id, str) and entry_id:
+            parent = obj.get("parentId")
+            entry = _Entry(entry_id, parent if isinstance(parent, str) else None, line_no, obj)
+        else:
+            # v1 (or an entry without an id): a linear log, each entry follows the previous one.
+            entry = _Entry(f"@{line_no}", previous_id, line_no, obj, synthetic_id=True)
+        if entry.id in self.entries:
+            self.result.problems.append(
+                TranscriptError(
+                    self.uri, f"entry id {entry.id} repeats line {self.entries[entry.id].line}", line_no
+                )
+            )
+        self.entries[entry.id] = entry
+        self.order.append(entry)
+        self.entry_at_json_index[json_index] = entry.id
+        if entry.parent_id is not None:
+            self.has_children.add(entry.parent_id)
+        if version < 2 and obj["type"] == "compaction":
+            index = obj.get("firstKeptEntryIndex")
+            if isinstance(index, int) and not isinstance(index, bool):
+                # As Pi's migrateV1ToV2: the entry at that index (the header, or nothing, keeps nothing).
+                self.v1_first_kept[entry.id] = self.entry_at_json_index.get(index) if index > 0 else None
+        if not self.letta and obj["type"] == "message" and isinstance(entry.message.get("id"), str):
+            self.letta = True  # Pi's messages carry no id; Letta Code's local backend gives each one
+        return entry
 
     @property
     def harness(self) -> str:

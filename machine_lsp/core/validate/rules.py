@@ -1,9 +1,9 @@
-"""The slow path: the row rules, each finding with its exact position and, where mechanical, a fix."""
+"""The slow path: the rules of a row that is a JSON object, each finding with its exact position and, where
+mechanical, a fix (a line that is not a JSON object: `line_checks`)."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal
 
 import msgspec
@@ -16,7 +16,8 @@ from machine_lsp.core.validate.fast import (
     _json_ok,
     _regex_error,
 )
-from machine_lsp.core.validate.findings import Finding, Fix, Kind, LineResult, Severity, TextEdit
+from machine_lsp.core.validate.findings import Fix, Kind, LineResult
+from machine_lsp.core.validate.line_checks import LineChecker, describe, json_error, not_an_object
 from machine_lsp.core.validate.spans import _item_span, _Span, _span_of, _spans, _value_span
 
 # Roles that other chat formats use, mapped to ours (ShareGPT, Gemini, ...); offered as fixes.
@@ -29,55 +30,8 @@ ROLE_SYNONYMS = {
 }
 
 
-MAX_JSON_RELOCATE_CHARS = 4_000_000
-
-
 # Content part types of multimodal chat formats (OpenAI chat, OpenAI responses, tinker-cookbook).
 IMAGE_PARTS = frozenset({"image_url", "input_image", "image"})
-
-
-class _LineChecker:
-    def __init__(self, text: str, line_no: int) -> None:
-        self.text = text
-        self.line_no = line_no
-        self.findings: list[Finding] = []
-        body = text.rstrip()
-        self.value_start = len(body) - len(body.lstrip())
-        self.value_end = len(body)
-
-    def add(
-        self,
-        code: str,
-        message: str,
-        start: int,
-        end: int,
-        severity: Severity = "error",
-        fix: Fix | None = None,
-    ) -> None:
-        end = max(end, start)
-        self.findings.append(
-            Finding(self.line_no, start + 1, self.line_no, end + 1, severity, code, message, fix)
-        )
-
-    def edit(self, start: int, end: int, new_text: str) -> TextEdit:
-        return TextEdit(self.line_no, start + 1, self.line_no, end + 1, new_text)
-
-    def whole(self) -> tuple[int, int]:
-        return self.value_start, self.value_end
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
 
 
 def _text_of_content(content: Any) -> str | None:
@@ -88,16 +42,8 @@ def _text_of_content(content: Any) -> str | None:
     return None
 
 
-def _looks_like_messages(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) > 0
-        and all(isinstance(item, dict) and "role" in item for item in value)
-    )
-
-
 def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
-    ck = _LineChecker(text, line_no)
+    ck = LineChecker(text, line_no)
     width = len(text)
     try:
         obj = _any_decoder.decode(text)
@@ -105,11 +51,11 @@ def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
         ck.add("json-too-deep", "JSON is nested too deeply to be a chat row", *ck.whole())
         return LineResult(ck.findings, None, None, width)
     except msgspec.DecodeError as exc:
-        _json_error(ck, exc)
+        json_error(ck, exc)
         return LineResult(ck.findings, None, None, width)
 
     if not isinstance(obj, dict):
-        _not_an_object(ck, obj)
+        not_an_object(ck, obj)
         return LineResult(ck.findings, None, None, width)
 
     root = _spans(text)
@@ -132,7 +78,7 @@ def _slow_check(text: str, line_no: int, kind: Kind) -> LineResult:
     return LineResult(ck.findings, hash(text), prompt_key, width, row_kind, n_messages)
 
 
-def _check_row_tools(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) -> None:
+def _check_row_tools(ck: LineChecker, obj: dict[str, Any], root: _Span | None) -> None:
     """Top-level `tools` (OpenAI tool definitions, declared to the renderer) and the legacy `functions`."""
     whole = ck.whole()
     if obj.get("functions") is not None:
@@ -149,9 +95,7 @@ def _check_row_tools(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) 
     tspan = _value_span(root, "tools")
     trange = _span_of(tspan, whole)
     if not isinstance(tools, list):
-        ck.add(
-            "tools-invalid", f"`tools` must be a list of tool definitions, not {_describe(tools)}", *trange
-        )
+        ck.add("tools-invalid", f"`tools` must be a list of tool definitions, not {describe(tools)}", *trange)
         return
     for index, tool in enumerate(tools):
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -172,30 +116,7 @@ def _check_row_tools(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) 
             )
 
 
-def _not_an_object(ck: _LineChecker, obj: Any) -> None:
-    """A line that is JSON but not a row: a bare list of messages (with a fix that wraps it), or anything else."""
-    if _looks_like_messages(obj):
-        start, end = ck.whole()
-        fix = Fix(
-            'Wrap the list into {"messages": ...}',
-            [ck.edit(end, end, "}"), ck.edit(start, start, '{"messages": ')],
-        )
-        ck.add(
-            "bare-messages",
-            'line is a bare list of messages; a row is an object: {"messages": [...]}',
-            start,
-            end,
-            fix=fix,
-        )
-    else:
-        ck.add(
-            "not-object",
-            f'a row must be a JSON object like {{"messages": [...]}}, not {_describe(obj)}',
-            *ck.whole(),
-        )
-
-
-def _no_messages(ck: _LineChecker, obj: dict[str, Any], messages_span: _Span | None) -> None:
+def _no_messages(ck: LineChecker, obj: dict[str, Any], messages_span: _Span | None) -> None:
     """A row whose `messages` is missing, not a list, or empty."""
     messages = obj.get("messages")
     if "messages" not in obj:
@@ -208,94 +129,14 @@ def _no_messages(ck: _LineChecker, obj: dict[str, Any], messages_span: _Span | N
     elif not isinstance(messages, list):
         ck.add(
             "messages-not-list",
-            f"`messages` must be a list of messages, not {_describe(messages)}",
+            f"`messages` must be a list of messages, not {describe(messages)}",
             *_span_of(messages_span, ck.whole()),
         )
     else:
         ck.add("messages-empty", "`messages` is empty", *_span_of(messages_span, ck.whole()))
 
 
-_JSON_ERROR_POS = re.compile(r"\(byte (\d+)\)")
-
-
-def _json_error(ck: _LineChecker, exc: msgspec.DecodeError) -> None:
-    text = ck.text
-    # Python's json gives code-point positions and plain messages; msgspec stays the judge of validity. On huge
-    # lines json would build the whole (broken) value first, so take msgspec's byte offset there instead.
-    pos: int | None = None
-    reason: str | None = None
-    if len(text) <= MAX_JSON_RELOCATE_CHARS:
-        try:
-            json.loads(text, parse_constant=_reject_constant)
-        except json.JSONDecodeError as err:
-            pos, reason = err.pos, err.msg.removesuffix(" starting at")
-        except (ValueError, RecursionError):
-            pass
-    if pos is None:
-        pos, reason = _msgspec_error_position(text, str(exc))
-    assert reason is not None
-    body_end = ck.value_end
-    if ck.value_start == body_end:
-        ck.add("json-invalid", "line is not JSON", 0, len(text))
-        return
-    if reason == "Extra data":
-        rest = text[pos:body_end]
-        if rest == ",":
-            ck.add(
-                "trailing-comma",
-                "trailing comma after the row (JSONL has one object per line, no separators)",
-                pos,
-                body_end,
-                fix=Fix("Remove the trailing comma", [ck.edit(pos, body_end, "")]),
-            )
-            return
-        fix = None
-        if _json_ok(rest):
-            gap_start = len(text[:pos].rstrip())
-            fix = Fix("Split into one row per line", [ck.edit(gap_start, pos, "\n")])
-        ck.add("json-trailing-data", "unexpected data after the JSON value", pos, body_end, fix=fix)
-        return
-    if pos >= body_end:
-        ck.add(
-            "json-invalid",
-            "line ends before the JSON value is complete (unclosed string, list or object?)",
-            max(body_end - 1, 0),
-            body_end,
-        )
-        return
-    if text[pos] in "]}":
-        before = text[:pos].rstrip()
-        if before.endswith(","):
-            comma = len(before) - 1
-            ck.add(
-                "trailing-comma",
-                f"trailing comma before `{text[pos]}`",
-                comma,
-                comma + 1,
-                fix=Fix("Remove the trailing comma", [ck.edit(comma, comma + 1, "")]),
-            )
-            return
-    ck.add("json-invalid", f"not valid JSON: {reason[:1].lower() + reason[1:]}", pos, pos + 1)
-
-
-def _msgspec_error_position(text: str, message: str) -> tuple[int, str]:
-    """Code-point position and reason of a msgspec decode error (its byte offsets differ by error kind)."""
-    reason = message.removeprefix("JSON is malformed: ").split(" (byte")[0]
-    if "truncated" in message:
-        return len(text), "truncated"
-    found = _JSON_ERROR_POS.search(message)
-    byte = int(found.group(1)) if found else 0
-    if reason == "trailing characters":
-        byte, reason = byte - 1, "Extra data"  # msgspec points one past the first trailing character
-    prefix = text.encode("utf-8", "surrogatepass")[: max(byte, 0)]
-    return len(prefix.decode("utf-8", "ignore")), reason
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, is_eval: bool) -> str | None:
+def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is_eval: bool) -> str | None:
     tool_ids: set[str] = set()
     any_call = False
     roles: list[str | None] = []
@@ -307,7 +148,7 @@ def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, i
         if not isinstance(message, dict):
             ck.add(
                 "message-not-object",
-                f"message {index + 1} must be an object, not {_describe(message)}",
+                f"message {index + 1} must be an object, not {describe(message)}",
                 *mrange,
             )
             roles.append(None)
@@ -328,7 +169,7 @@ def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, i
             if value is not None and not isinstance(value, str):
                 ck.add(
                     "field-type",
-                    f"`{key}` of message {index + 1} must be a string, not {_describe(value)}",
+                    f"`{key}` of message {index + 1} must be a string, not {describe(value)}",
                     *_span_of(_value_span(mspan, key), mrange),
                 )
         _check_training_flags(ck, message, mspan, mrange, index, intended)
@@ -354,7 +195,7 @@ def _check_messages(ck: _LineChecker, messages: list[Any], span: _Span | None, i
 
 
 def _check_training_flags(
-    ck: _LineChecker,
+    ck: LineChecker,
     message: dict[str, Any],
     mspan: _Span | None,
     mrange: tuple[int, int],
@@ -366,7 +207,7 @@ def _check_training_flags(
         weight = message["weight"]
         wrange = _span_of(_value_span(mspan, "weight"), mrange)
         if weight is not None and (isinstance(weight, bool) or weight not in (0, 1)):
-            shown = json.dumps(weight) if isinstance(weight, int | float | str) else _describe(weight)
+            shown = json.dumps(weight) if isinstance(weight, int | float | str) else describe(weight)
             fix = None
             if isinstance(weight, bool):
                 fix = Fix(f"Change weight to {int(weight)}", [ck.edit(*wrange, str(int(weight)))])
@@ -387,13 +228,13 @@ def _check_training_flags(
     if trainable is not None and not isinstance(trainable, bool):
         ck.add(
             "field-type",
-            f"`trainable` of message {index + 1} must be true or false, not {_describe(trainable)}",
+            f"`trainable` of message {index + 1} must be true or false, not {describe(trainable)}",
             *_span_of(_value_span(mspan, "trainable"), mrange),
         )
 
 
 def _check_tool_answer(
-    ck: _LineChecker,
+    ck: LineChecker,
     message: dict[str, Any],
     mspan: _Span | None,
     mrange: tuple[int, int],
@@ -419,7 +260,7 @@ def _check_tool_answer(
 
 
 def _check_ending(
-    ck: _LineChecker,
+    ck: LineChecker,
     roles: list[str | None],
     last_range: tuple[int, int],
     whole: tuple[int, int],
@@ -444,7 +285,7 @@ def _check_ending(
 
 
 def _check_role(
-    ck: _LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
+    ck: LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
 ) -> str | None:
     if "role" not in message:
         ck.add("role-missing", f"message {index + 1} has no `role`", *mrange)
@@ -454,7 +295,7 @@ def _check_role(
         return role
     rrange = _span_of(_value_span(mspan, "role"), mrange)
     if not isinstance(role, str):
-        ck.add("role-unknown", f"`role` must be a string, not {_describe(role)}", *rrange)
+        ck.add("role-unknown", f"`role` must be a string, not {describe(role)}", *rrange)
         return None
     if role.strip().lower() == "function":
         ck.add(
@@ -490,7 +331,7 @@ def _suggested_role(role: Any) -> str | None:
 
 
 def _check_content(
-    ck: _LineChecker,
+    ck: LineChecker,
     message: dict[str, Any],
     mspan: _Span | None,
     mrange: tuple[int, int],
@@ -511,32 +352,7 @@ def _check_content(
             ck.add("content-empty", f"{where} has empty content", *crange)
         return
     if isinstance(content, list):
-        any_text = False
-        valid = True
-        for part_index, part in enumerate(content):
-            prange = _span_of(_item_span(cspan, part_index), crange)
-            kind = part.get("type") if isinstance(part, dict) else None
-            field = {"text": "text", "thinking": "thinking"}.get(kind) if isinstance(kind, str) else None
-            if kind in IMAGE_PARTS:
-                valid = False
-                ck.add(
-                    "image-unsupported",
-                    f'part {part_index + 1} of {where} is an image (`"type": "{kind}"`); machine-lsp trains '
-                    "text-only chat models, so images are not supported: remove the part or describe the image "
-                    'in a {"type": "text", "text": ...} part',
-                    *prange,
-                )
-            elif field is None or not isinstance(part.get(field), str):
-                valid = False
-                ck.add(
-                    "content-part-invalid",
-                    f'part {part_index + 1} of {where} must be {{"type": "text", "text": ...}} or '
-                    '{"type": "thinking", "thinking": ...}',
-                    *prange,
-                )
-            elif part[field]:
-                any_text = True
-        if valid and not any_text and not may_be_empty:
+        if _check_parts(ck, content, cspan, crange, where) and not may_be_empty:
             ck.add("content-empty", f"{where} has empty content", *crange)
         return
     fix = None
@@ -544,7 +360,7 @@ def _check_content(
         fix = Fix('Replace null with ""', [ck.edit(*crange, '""')])
     ck.add(
         "content-type",
-        f"`content` of {where} must be a string or a list of parts, not {_describe(content)}"
+        f"`content` of {where} must be a string or a list of parts, not {describe(content)}"
         + (
             " (only an assistant message that makes tool calls may have null content)"
             if content is None
@@ -555,15 +371,45 @@ def _check_content(
     )
 
 
+def _check_parts(
+    ck: LineChecker, content: list[Any], cspan: _Span | None, crange: tuple[int, int], where: str
+) -> bool:
+    """Check a list of content parts (text or thinking, never images); True when all are valid and none has text."""
+    any_text = False
+    valid = True
+    for part_index, part in enumerate(content):
+        prange = _span_of(_item_span(cspan, part_index), crange)
+        kind = part.get("type") if isinstance(part, dict) else None
+        field = {"text": "text", "thinking": "thinking"}.get(kind) if isinstance(kind, str) else None
+        if kind in IMAGE_PARTS:
+            valid = False
+            ck.add(
+                "image-unsupported",
+                f'part {part_index + 1} of {where} is an image (`"type": "{kind}"`); machine-lsp trains '
+                "text-only chat models, so images are not supported: remove the part or describe the image "
+                'in a {"type": "text", "text": ...} part',
+                *prange,
+            )
+        elif field is None or not isinstance(part.get(field), str):
+            valid = False
+            ck.add(
+                "content-part-invalid",
+                f'part {part_index + 1} of {where} must be {{"type": "text", "text": ...}} or '
+                '{"type": "thinking", "thinking": ...}',
+                *prange,
+            )
+        elif part[field]:
+            any_text = True
+    return valid and not any_text
+
+
 def _check_tool_calls(
-    ck: _LineChecker, calls: Any, span: _Span | None, mrange: tuple[int, int], index: int, role: str | None
+    ck: LineChecker, calls: Any, span: _Span | None, mrange: tuple[int, int], index: int, role: str | None
 ) -> list[str]:
     where = f"message {index + 1}"
     crange = _span_of(span, mrange)
     if not isinstance(calls, list):
-        ck.add(
-            "tool-call-invalid", f"`tool_calls` of {where} must be a list, not {_describe(calls)}", *crange
-        )
+        ck.add("tool-call-invalid", f"`tool_calls` of {where} must be a list, not {describe(calls)}", *crange)
         return []
     if calls and role is not None and role != "assistant":
         ck.add("tool-call-invalid", f"only assistant messages make tool calls ({where} is `{role}`)", *crange)
@@ -613,7 +459,7 @@ def _check_tool_calls(
     return ids
 
 
-def _check_eval_keys(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) -> None:
+def _check_eval_keys(ck: LineChecker, obj: dict[str, Any], root: _Span | None) -> None:
     whole = ck.whole()
     expected = obj.get("expected")
     erange = _span_of(_value_span(root, "expected"), whole)
@@ -622,7 +468,7 @@ def _check_eval_keys(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) 
             "expected-missing", 'eval row has no `expected` answer (e.g. "expected": "answer: 62")', *whole
         )
     elif not isinstance(expected, str):
-        ck.add("expected-type", f"`expected` must be a string, not {_describe(expected)}", *erange)
+        ck.add("expected-type", f"`expected` must be a string, not {describe(expected)}", *erange)
     elif not expected:
         ck.add("expected-empty", "`expected` is empty", *erange)
     match = obj.get("match", "exact")
@@ -633,7 +479,7 @@ def _check_eval_keys(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) 
             fix = Fix(
                 f'Change match to "{match.strip().lower()}"', [ck.edit(*mrange, f'"{match.strip().lower()}"')]
             )
-        shown = f'"{match}"' if isinstance(match, str) else _describe(match)
+        shown = f'"{match}"' if isinstance(match, str) else describe(match)
         ck.add(
             "match-unknown", f"unknown match {shown} (expected exact, contains or regex)", *mrange, fix=fix
         )
@@ -645,6 +491,6 @@ def _check_eval_keys(ck: _LineChecker, obj: dict[str, Any], root: _Span | None) 
     if row_id is not None and not isinstance(row_id, str):
         ck.add(
             "field-type",
-            f"`id` must be a string, not {_describe(row_id)}",
+            f"`id` must be a string, not {describe(row_id)}",
             *_span_of(_value_span(root, "id"), whole),
         )

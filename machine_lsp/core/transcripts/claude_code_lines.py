@@ -1,0 +1,169 @@
+"""Claude Code log lines -> messages: the line node, its content blocks, a user line's parts, an assistant reply's
+blocks (the line-level half of `claude_code`; the tree, the conversations and the turns are read there)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall
+from machine_lsp.core.transcripts.base import assistant_message, tool_call
+
+INJECTED_PREFIXES = (
+    "<system-reminder>",
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+    "<task-notification>",
+    "[Request interrupted by user",
+)
+
+
+@dataclass
+class Node:
+    uuid: str
+    parent: str | None
+    line: int
+    data: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        return str(self.data.get("type"))
+
+    @property
+    def message(self) -> dict[str, Any]:
+        message = self.data.get("message")
+        return message if isinstance(message, dict) else {}
+
+    @property
+    def message_id(self) -> str | None:
+        value = self.message.get("id")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def is_api_error(self) -> bool:
+        return bool(self.data.get("isApiErrorMessage")) or self.message.get("model") == "<synthetic>"
+
+
+class Item(NamedTuple):
+    """What one line adds to the conversation: a finished message, or an assistant line to merge by message.id."""
+
+    kind: str  # "message" | "assistant"
+    message: Message | None = None
+    node: Node | None = None
+
+
+@dataclass
+class AssistantBuilder:
+    parts: list[ContentPart] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    def build(self) -> Message:
+        return assistant_message(self.parts, self.tool_calls)
+
+
+def blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        return []
+    return [block for block in content if isinstance(block, dict)]
+
+
+def plain_text(content: Any) -> str:
+    return "\n".join(str(block.get("text") or "") for block in blocks(content) if block.get("type") == "text")
+
+
+def text_turns(messages: list[Message]) -> list[Message]:
+    """Typed user text and the assistant's final text replies: no injected context, tool calls or results."""
+    kept = []
+    for message in messages:
+        if message.role == "user":
+            kept.append(message)
+        elif message.role == "assistant" and not message.tool_calls:
+            content = message.content
+            if (
+                isinstance(content, str)
+                and content
+                or not isinstance(content, str)
+                and any(isinstance(part, TextPart) and part.text for part in content)
+            ):
+                kept.append(message)
+    return kept
+
+
+def result_text(content: Any, line: int, warnings: list[str]) -> str:
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict) and part.get("type") == "text":
+            texts.append(str(part.get("text") or ""))
+        elif isinstance(part, dict) and part.get("type") == "image":
+            warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
+    return "\n".join(texts)
+
+
+def add_blocks(builder: AssistantBuilder, node: Node, thinking: bool, warnings: list[str]) -> None:
+    for block in blocks(node.message.get("content")):
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str) and block["text"]:
+            builder.parts.append(TextPart(block["text"]))
+        elif kind == "thinking" and thinking and isinstance(block.get("thinking"), str) and block["thinking"]:
+            builder.parts.append(ThinkingPart(block["thinking"]))
+        elif kind == "tool_use":
+            arguments = block.get("input")
+            builder.tool_calls.append(
+                tool_call(
+                    str(block.get("id") or f"call_{node.line}_{len(builder.tool_calls)}"),
+                    str(block.get("name") or ""),
+                    arguments,
+                )
+            )
+        elif kind == "image":
+            warnings.append(
+                f"line {node.line}: an image in an assistant reply was dropped: rows carry text only"
+            )
+
+
+def user_items(node: Node, content: Any, tool_names: dict[str, str], warnings: list[str]) -> list[Item]:
+    """A user line's parts: `tool` messages for its tool results, injected context as one `system` message, typed
+    text as one `user` message (images and documents dropped with a warning)."""
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    items: list[Item] = []
+    user_texts: list[str] = []
+    injected: list[str] = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        part_type = part.get("type")
+        if part_type == "tool_result":
+            call_id = str(part.get("tool_use_id") or "")
+            text = result_text(part.get("content"), node.line, warnings)
+            if part.get("is_error") and not text.startswith("Error"):
+                text = text or "(tool error)"
+            items.append(
+                Item(
+                    "message",
+                    Message(role="tool", content=text, tool_call_id=call_id, name=tool_names.get(call_id)),
+                )
+            )
+        elif part_type == "text" and isinstance(part.get("text"), str):
+            text = part["text"]
+            if text.lstrip().startswith(INJECTED_PREFIXES):
+                injected.append(text)
+            elif text:
+                user_texts.append(text)
+        elif part_type in ("image", "document"):
+            warnings.append(
+                f"line {node.line}: an {part_type} in a user message was dropped: rows carry text only"
+            )
+    if injected:
+        items.append(Item("message", Message(role="system", content="\n".join(injected))))
+    if user_texts:
+        items.append(Item("message", Message(role="user", content="\n".join(user_texts))))
+    return items
