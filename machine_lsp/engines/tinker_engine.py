@@ -47,6 +47,7 @@ URL_ENV = "TINKER_BASE_URL"
 PREFLIGHT_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy service
 CREATE_TIMEOUT_S = 900.0  # model creation can queue
+LIVENESS_CHECK_S = 5.0  # a call in flight checks this often that the server still accepts connections
 ADAM_BETAS = (0.9, 0.95)
 ADAM_EPS = 1e-8
 LOCAL_PLACEHOLDER_KEY = "tml-local-server"  # not a secret: a local server ignores it
@@ -239,6 +240,40 @@ def preflight(
     return PreflightResult(base_url=shown, seconds=time.monotonic() - started, models=box.get("value"))
 
 
+def wait_future(future: Any, timeout: float, what: str, service_url: str) -> Any:
+    """An SDK future's result, waited on with its own `result(timeout=)` in slices of LIVENESS_CHECK_S.
+
+    Between slices the server must still accept TCP connections: the SDK retries a refused connection for
+    minutes (nested retries), so a server that died mid-call (a crash, `machine tinker stop`, a reboot) would
+    otherwise hold the job for up to `timeout`. A server that is alive but busy (compiling a new shape) still
+    accepts connections and is waited for. Raises TinkerUnavailable (timeout | refused | ...) or EngineError.
+    """
+    url = redact_url(service_url)
+    deadline = time.monotonic() + timeout
+    misses = 0  # consecutive failed connection checks: two in a row (>= LIVENESS_CHECK_S apart) end the wait
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            return future.result(timeout=max(0.0, min(LIVENESS_CHECK_S, remaining)))
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            if remaining <= LIVENESS_CHECK_S:
+                raise TinkerUnavailable(
+                    f"Tinker at {url} did not finish {what} within {timeout:.0f} s", "timeout"
+                ) from None
+        except Exception as exc:
+            raise _translate(exc, what, url) from None
+        try:
+            check_reachable(service_url, timeout=LIVENESS_CHECK_S)
+            misses = 0
+        except TinkerUnavailable as exc:
+            misses += 1
+            if misses >= 2:
+                detail = str(exc).split(": ", 1)[-1]
+                raise TinkerUnavailable(
+                    f"lost the Tinker server at {url} during {what}: {detail}", exc.reason
+                ) from None
+
+
 def split_tinker_path(address: str) -> tuple[str, str, str]:
     """`tinker://<run>/<kind>/<name>` -> (run, kind, name); precise error otherwise."""
     if not address.startswith(TINKER_SCHEME):
@@ -425,16 +460,13 @@ class TinkerTrainer:
         return _bounded(fn, self.engine.call_timeout, what, self.engine.base_url)
 
     def _wait(self, submit: Callable[[], Any], what: str) -> Any:
-        """Submit (the SDK returns a future at once) and wait with the future's own `result(timeout=)`: no thread."""
-        url = self.engine.base_url
+        """Submit (the SDK returns a future at once) and wait on it (`wait_future`): no thread."""
+        engine = self.engine
         try:
-            return submit().result(timeout=self.engine.call_timeout)
-        except (TimeoutError, concurrent.futures.TimeoutError):
-            raise TinkerUnavailable(
-                f"Tinker at {url} did not finish {what} within {self.engine.call_timeout:.0f} s", "timeout"
-            ) from None
+            future = submit()
         except Exception as exc:
-            raise _translate(exc, what, url) from None
+            raise _translate(exc, what, engine.base_url) from None
+        return wait_future(future, engine.call_timeout, what, engine.service_url)
 
     def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
         from tinker_cookbook.supervised.common import compute_mean_nll

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -206,3 +207,98 @@ def test_a_transformers_5_model_dir_is_served_through_a_4x_view(
     assert (view / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
     assert (view / smollm2.MARKER_FILE).exists()  # the engine still picks the SmolLM2 renderer
     assert process.server_model_dir(view) == view  # already in the 4.x form: served as is
+
+
+def test_the_port_of_a_server_that_just_died_is_free_again() -> None:
+    """A crashed server leaves its accepted connections in TIME_WAIT for a minute; a restart on the same port must
+    not be refused as "in use" (uvicorn binds with SO_REUSEADDR, and so does the check)."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, time\n"
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True)\n"
+            "c, _ = s.accept(); time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = int(server.stdout.readline())
+        assert not process.port_free(port)  # listening
+        client = socket.create_connection((process.HOST, port))
+        time.sleep(0.3)
+    finally:
+        server.kill()
+        server.wait()
+    time.sleep(0.3)
+    client.close()
+    with socket.socket() as plain:  # the connection lingers: a bind without SO_REUSEADDR still fails
+        with pytest.raises(OSError):
+            plain.bind((process.HOST, port))
+    assert process.port_free(port)
+
+
+def test_the_cli_refuses_a_busy_port_and_a_second_serve(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MACHINE_HOME", raising=False)
+    with socket.socket() as busy:
+        busy.bind((process.HOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["tinker", "serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 is in use" in err and len(err.strip().splitlines()) == 1
+
+    machine_dir = tmp_path / ".machine"
+    process.server_dir(machine_dir).mkdir(parents=True)
+    process.write_record(machine_dir, _record(sleeper.pid))
+    assert main(["tinker", "serve", "--port", str(process.free_port())]) == 2
+    assert f"already running for this project (pid {sleeper.pid}" in capsys.readouterr().err
+    assert process.read_record(machine_dir) == _record(sleeper.pid)  # the running server's record is kept
+    assert main(["tinker", "status"]) == 0
+    assert f"Tinker server pid {sleeper.pid}" in capsys.readouterr().out
+    assert not (tmp_path / "machine.toml").exists()
+
+
+def test_the_cli_treats_a_record_from_before_a_reboot_as_stale(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """After a reboot the recorded pid may belong to another process (here: a live one): status, stop and serve
+    all read the record as stale, remove it, and never signal that process."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MACHINE_HOME", raising=False)
+    machine_dir = tmp_path / ".machine"
+    process.server_dir(machine_dir).mkdir(parents=True)
+    old_boot = _record(sleeper.pid, boot_id="00000000-0000-0000-0000-before-reboot")
+
+    process.write_record(machine_dir, old_boot)
+    assert main(["tinker", "status"]) == 1
+    assert "removed a stale record" in capsys.readouterr().out
+    assert process.read_record(machine_dir) is None
+
+    process.write_record(machine_dir, old_boot)
+    assert main(["tinker", "stop"]) == 0
+    assert "no Tinker server running" in capsys.readouterr().out
+    assert process.read_record(machine_dir) is None
+
+    process.write_record(machine_dir, old_boot)
+    missing = tmp_path / "missing-model"
+    assert main(["tinker", "serve", "--model", str(missing), "--port", str(process.free_port())]) == 2
+    err = capsys.readouterr().err
+    assert "removed a stale server record" in err and "no such directory" in err
+    assert process.read_record(machine_dir) is None
+    assert sleeper.poll() is None  # the process that now has the pid was never signalled
+
+    (process.server_dir(machine_dir) / process.RECORD_FILE).write_text("{not json")
+    assert main(["tinker", "status", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"server": None, "stale_record_removed": True}
