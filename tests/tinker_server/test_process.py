@@ -302,3 +302,37 @@ def test_the_cli_treats_a_record_from_before_a_reboot_as_stale(
     (process.server_dir(machine_dir) / process.RECORD_FILE).write_text("{not json")
     assert main(["tinker", "status", "--json"]) == 1
     assert json.loads(capsys.readouterr().out) == {"server": None, "stale_record_removed": True}
+
+
+def test_a_server_venv_on_a_python_without_tarfile_filters_is_rebuilt(tmp_path: Path) -> None:
+    """SkyRL tx unpacks checkpoints with `extractall(filter="data")` (Python >= 3.11.4): a cached venv made from
+    an older Python is not ready (it would fail the first sampler checkpoint), nor is one we cannot date."""
+    from machine_lsp.tinker_server import venv
+
+    directory = tmp_path / "venv"
+    (directory / "bin").mkdir(parents=True)
+    (directory / "bin" / "python").symlink_to(sys.executable)
+    (directory / venv.STAMP).write_text(f'{{"requirements_sha256": "{venv.requirements_digest()}"}}\n')
+    assert not venv.is_ready(directory)  # no pyvenv.cfg
+    for version, ready in (("3.11.2", False), ("3.11.4", True), ("3.12.1", True)):
+        (directory / "pyvenv.cfg").write_text(f"home = /usr/bin\nversion = {version}\n")
+        assert venv.venv_python_version(directory) == tuple(map(int, version.split(".")))
+        assert venv.is_ready(directory) is ready
+    venv.check_python(sys.executable)  # this interpreter (the one that runs machine-lsp) is new enough
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/python3.11").exists()
+    or subprocess.run(
+        ["/usr/bin/python3.11", "-c", "import tarfile; print(hasattr(tarfile, 'data_filter'))"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    != "False",
+    reason="needs a Python 3.11 older than 3.11.4 at /usr/bin/python3.11 (Debian 12 has 3.11.2)",
+)
+def test_an_interpreter_without_tarfile_filters_is_refused() -> None:
+    from machine_lsp.tinker_server import venv
+
+    with pytest.raises(venv.ServerSetupError, match=r"needs Python >= 3\.11\.4 .* is 3\.11\.[0-3]"):
+        venv.check_python("/usr/bin/python3.11")
