@@ -50,6 +50,7 @@ CREATE_TIMEOUT_S = 900.0  # model creation can queue
 LIVENESS_CHECK_S = 5.0  # a call in flight checks this often that the server still accepts connections
 ADAM_BETAS = (0.9, 0.95)
 ADAM_EPS = 1e-8
+NOT_LOADED = " not loaded"  # SkyRL tx: "Model <run> not loaded", a checkpoint whose run lost its adapter
 LOCAL_PLACEHOLDER_KEY = "tml-local-server"  # not a secret: a local server ignores it
 
 T = TypeVar("T")
@@ -442,7 +443,29 @@ class TinkerEngine:
                 "create sampling client",
                 self.base_url,
             )
-        return TinkerSampler(self, renderer, client)
+        return TinkerSampler(self, renderer, client, checkpoint)
+
+    def reload_checkpoint(self, checkpoint: str) -> Any:
+        """A sampling client for `checkpoint` rebuilt from its training state, in a fresh LoRA adapter.
+
+        SkyRL tx samples a checkpoint only while the run that saved it still holds its adapter: it frees it 5 min
+        after that run's client stops (session timeout) and holds none after a restart ("Model ... not loaded").
+        Our runs and the cookbook save the training state under the sampler checkpoint's name; that state (its
+        rank and base model from the server's weights_info) is loaded into a new client and sampled from.
+        """
+        service = self.service()
+        state = state_path_for(checkpoint)
+        self._say(f"the server no longer holds {checkpoint}; loading {state} into a new adapter")
+
+        def load() -> Any:
+            info = service.create_rest_client().get_weights_info_by_tinker_path(state).result()
+            client = service.create_lora_training_client(
+                base_model=info.base_model, rank=info.lora_rank or 32
+            ).result()
+            client.load_state(state).result()
+            return client.save_weights_and_get_sampling_client().result()
+
+        return _bounded(load, self.create_timeout, "reload checkpoint", self.base_url)
 
 
 class TinkerTrainer:
@@ -514,10 +537,13 @@ class TinkerTrainer:
 class TinkerSampler:
     """Greedy sampling on a Tinker `SamplingClient`: all prompts submitted at once, then collected."""
 
-    def __init__(self, engine: TinkerEngine, renderer: Any, client: Any) -> None:
+    def __init__(
+        self, engine: TinkerEngine, renderer: Any, client: Any, checkpoint: str | None = None
+    ) -> None:
         self.engine = engine
         self.renderer = renderer
         self.client = client
+        self.checkpoint = checkpoint  # a saved checkpoint (not a live snapshot): reloadable from its state
 
     def prompt(self, messages: Sequence[Message]) -> Any:
         return self.renderer.build_generation_prompt(render.cookbook_messages(messages))
@@ -541,4 +567,11 @@ class TinkerSampler:
             return texts
 
         timeout = self.engine.call_timeout + 5 * len(inputs)
+        try:
+            return _bounded(run, timeout, "sample", self.engine.base_url)
+        except Exception as exc:  # the SDK reports it as a ValueError (HTTP 400 from retrieve_future)
+            if self.checkpoint is None or NOT_LOADED not in str(exc):
+                raise
+        self.client = self.engine.reload_checkpoint(self.checkpoint)  # once: a second failure is reported
+        self.checkpoint = None
         return _bounded(run, timeout, "sample", self.engine.base_url)

@@ -64,7 +64,8 @@ def _ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def _manifests(project: Path, job: str) -> list[runs.RunManifest]:
-    found = [runs.read_manifest(p) for p in sorted((project / ".machine" / "runs").iterdir()) if p.is_dir()]
+    runs_dir = project / ".machine" / "runs"
+    found = [runs.read_manifest(p) for p in sorted(runs_dir.glob("*")) if p.is_dir()]
     return sorted([m for m in found if m.job == job], key=lambda m: m.created_at)
 
 
@@ -178,11 +179,15 @@ def test_compare_and_the_bleed_probe_of_a_tinker_checkpoint(
     project, _record = served
     address = _trained_checkpoint(project)
     _ok(_cli(project, "train", "eval", "baseline", "--yes"))
-    _ok(_cli(project, "train", "eval", "checkpoint", address, "--yes", "--name", "tinker-ck"))
+    results = project / "eval_results"
+    _ok(
+        _cli(
+            project, "train", "eval", "checkpoint", address, "--yes", "--out", str(results / "tinker-ck.json")
+        )
+    )
     for job in ("eval-baseline", "eval-checkpoint"):
         manifest = _manifests(project, job)[-1]
         assert manifest.status == "done" and manifest.engine == "tinker", manifest.error
-    results = project / "eval_results"
     baseline = evals.load_result(results / "baseline.json")
     trained = evals.load_result(results / "tinker-ck.json")
     assert baseline.checkpoint is None and trained.checkpoint == address
@@ -201,7 +206,8 @@ def test_compare_and_the_bleed_probe_of_a_tinker_checkpoint(
             )
         )
     )
-    assert (payload["a_name"], payload["b_name"], payload["n"]) == ("baseline", "tinker-ck", 2)
+    name = address.rsplit("/", 1)[-1]
+    assert (payload["a_name"], payload["b_name"], payload["n"]) == ("baseline", name, 2)
     assert (payload["a_correct"], payload["b_correct"]) == (baseline.correct, trained.correct)
     assert payload["same_data"] is True
     assert payload["gained"] - payload["lost"] == trained.correct - baseline.correct
@@ -218,12 +224,11 @@ def test_compare_and_the_bleed_probe_of_a_tinker_checkpoint(
             timeout=120,
         )
     )
-    assert "baseline → tinker-ck" in table and "accuracy" in table
+    assert f"baseline → {name}" in table and "accuracy" in table
 
     out = _ok(_cli(project, "train", "eval", "probe", address, "--yes"))
     probe_run = _manifests(project, "eval-probe")[-1]
     assert probe_run.status == "done" and probe_run.engine == "tinker", probe_run.error
-    name = address.rsplit("/", 1)[-1]
     report = json.loads((results / f"probe-{name}.json").read_text())
     assert report["checkpoint"] == address and report["engine"] == "tinker"
     rows = report["probe"]["rows"]
@@ -432,3 +437,19 @@ def test_a_server_that_dies_mid_run_fails_the_job_and_the_run_resumes_after_a_re
     assert resumed.resumed_from == last.state
     assert resumed.result["steps_run"] == steps - last.step
     assert [c.step for c in resumed.checkpoints] == [steps] and resumed.checkpoints[-1].final
+
+    # A checkpoint saved before the crash can still be evaluated on the restarted server.
+    _ok(
+        _cli(
+            project,
+            "train",
+            "eval",
+            "checkpoint",
+            last.address,
+            "--yes",
+            "--out",
+            "eval_results/pre-crash.json",
+        )
+    )
+    evaluated = _manifests(project, "eval-checkpoint")[-1]
+    assert evaluated.status == "done" and evaluated.result["checkpoint"] == last.address, evaluated.error
