@@ -64,8 +64,12 @@ def _ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def _manifests(project: Path, job: str) -> list[runs.RunManifest]:
-    runs_dir = project / ".machine" / "runs"
-    found = [runs.read_manifest(p) for p in sorted(runs_dir.glob("*")) if p.is_dir()]
+    found = []
+    for path in sorted((project / ".machine" / "runs").glob("*")):
+        try:
+            found.append(runs.read_manifest(path))
+        except OSError:  # not a run directory, or one whose manifest is being written
+            continue
     return sorted([m for m in found if m.job == job], key=lambda m: m.created_at)
 
 
