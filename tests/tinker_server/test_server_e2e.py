@@ -40,18 +40,22 @@ def _row(a: int, b: int) -> dict:
     }
 
 
-def _cli(cwd: Path, *argv: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+def _env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "MACHINE_TORCH_THREADS": "1", "COLUMNS": "200"}
     env["TINKER_TELEMETRY"] = "0"
     for name in ("MACHINE_HOME", "TINKER_API_KEY", "TINKER_BASE_URL"):
         env.pop(name, None)
+    return env
+
+
+def _cli(cwd: Path, *argv: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "machine_lsp.cli.main", *argv],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=_env(),
         stdin=subprocess.DEVNULL,
     )
 
@@ -184,50 +188,22 @@ def test_compare_and_the_bleed_probe_of_a_tinker_checkpoint(
     address = _trained_checkpoint(project)
     _ok(_cli(project, "train", "eval", "baseline", "--yes"))
     results = project / "eval_results"
-    _ok(
-        _cli(
-            project, "train", "eval", "checkpoint", address, "--yes", "--out", str(results / "tinker-ck.json")
-        )
-    )
+    base, ck = str(results / "baseline.json"), str(results / "tinker-ck.json")
+    _ok(_cli(project, "train", "eval", "checkpoint", address, "--yes", "--out", ck))
     for job in ("eval-baseline", "eval-checkpoint"):
         manifest = _manifests(project, job)[-1]
         assert manifest.status == "done" and manifest.engine == "tinker", manifest.error
-    baseline = evals.load_result(results / "baseline.json")
-    trained = evals.load_result(results / "tinker-ck.json")
+    baseline, trained = evals.load_result(Path(base)), evals.load_result(Path(ck))
     assert baseline.checkpoint is None and trained.checkpoint == address
 
-    payload = json.loads(
-        _ok(
-            _cli(
-                project,
-                "train",
-                "eval",
-                "compare",
-                str(results / "baseline.json"),
-                str(results / "tinker-ck.json"),
-                "--json",
-                timeout=120,
-            )
-        )
-    )
+    payload = json.loads(_ok(_cli(project, "train", "eval", "compare", base, ck, "--json", timeout=120)))
     name = address.rsplit("/", 1)[-1]
     assert (payload["a_name"], payload["b_name"], payload["n"]) == ("baseline", name, 2)
     assert (payload["a_correct"], payload["b_correct"]) == (baseline.correct, trained.correct)
     assert payload["same_data"] is True
     assert payload["gained"] - payload["lost"] == trained.correct - baseline.correct
     assert Path(payload["chart"]).is_file()
-    table = _ok(
-        _cli(
-            project,
-            "train",
-            "eval",
-            "compare",
-            str(results / "baseline.json"),
-            str(results / "tinker-ck.json"),
-            "--no-chart",
-            timeout=120,
-        )
-    )
+    table = _ok(_cli(project, "train", "eval", "compare", base, ck, "--no-chart", timeout=120))
     assert f"baseline → {name}" in table and "accuracy" in table
 
     out = _ok(_cli(project, "train", "eval", "probe", address, "--yes"))
@@ -276,16 +252,13 @@ def test_the_scaffolded_train_sft_trains_on_the_served_model(
     )
     assert served_project.configured_base_url(sft) == record.base_url  # --force kept the server's URL
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TINKER_TELEMETRY": "0"}
-    for name in ("TINKER_API_KEY", "TINKER_BASE_URL"):
-        env.pop(name, None)
     done = subprocess.run(
         [sys.executable, "train_sft.py"],
         cwd=sft,
         capture_output=True,
         text=True,
         timeout=JOB_TIMEOUT_S,
-        env=env,
+        env=_env(),
         stdin=subprocess.DEVNULL,
     )
     out = _ok(done)
@@ -362,59 +335,54 @@ def test_a_server_that_dies_while_starting_is_reported(tmp_path: Path) -> None:
     assert not (project / "machine.toml").exists()
 
 
-def test_a_server_that_dies_mid_run_fails_the_job_and_the_run_resumes_after_a_restart(
-    served: tuple[Path, process.ServerRecord],
-) -> None:
-    """Kept last: it kills this module's server (SIGKILL to its process group, as a crash would) while a run is
-    between checkpoints, restarts it with `machine tinker serve` over the stale record, and resumes the run.
-    SkyRL tx's database and checkpoints live under .machine/tinker-server/, so the state survives the restart."""
-    project, record = served
-    steps = 4
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MACHINE_TORCH_THREADS": "1", "COLUMNS": "200"}
-    env["TINKER_TELEMETRY"] = "0"
-    for name in ("MACHINE_HOME", "TINKER_API_KEY", "TINKER_BASE_URL"):
-        env.pop(name, None)
+def _kill_the_server_after_the_first_checkpoint(
+    project: Path, record: process.ServerRecord, steps: int
+) -> tuple[runs.RunManifest, subprocess.CompletedProcess[str], float]:
+    """Start `train run` (a checkpoint every step), SIGKILL the server's process group (the API server and its
+    engine at once, as a crash would) once the run records its first checkpoint; (the run as it was then, the
+    finished CLI, seconds from the kill to the job's end)."""
     before = {m.id for m in _manifests(project, "train-run")}
+    argv = ["train", "run", "--yes", "--steps", str(steps), "--save-every", "1"]
     job = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "machine_lsp.cli.main",
-            "train",
-            "run",
-            "--yes",
-            "--steps",
-            str(steps),
-            "--save-every",
-            "1",
-        ],
+        [sys.executable, "-m", "machine_lsp.cli.main", *argv],
         cwd=project,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=_env(),
         stdin=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + JOB_TIMEOUT_S
         run = None
-        while time.monotonic() < deadline and job.poll() is None:
+        while run is None and time.monotonic() < deadline and job.poll() is None:
             fresh = [m for m in _manifests(project, "train-run") if m.id not in before]
-            if fresh and fresh[-1].checkpoints:
-                run = fresh[-1]
-                break
+            run = fresh[-1] if fresh and fresh[-1].checkpoints else None
             time.sleep(0.5)
         assert run is not None, f"no checkpoint recorded (exit {job.poll()})"
-        os.killpg(record.pid, signal.SIGKILL)  # the API server and its engine, at once
+        os.killpg(record.pid, signal.SIGKILL)
         killed = time.monotonic()
         stdout, stderr = job.communicate(timeout=300)
     finally:
         if job.poll() is None:
             job.kill()
             job.wait()
-    print(f"\n[server death] the job ended {time.monotonic() - killed:.1f} s after the kill")
-    assert job.returncode == 1, f"exit {job.returncode}\n{stdout}\n{stderr}"
-    assert f"lost the Tinker server at {record.base_url}" in stderr, stderr
+    done = subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+    return run, done, time.monotonic() - killed
+
+
+def test_a_server_that_dies_mid_run_fails_the_job_and_the_run_resumes_after_a_restart(
+    served: tuple[Path, process.ServerRecord],
+) -> None:
+    """Kept last: it kills this module's server while a run is between checkpoints, restarts it with
+    `machine tinker serve` over the stale record, and resumes the run. SkyRL tx's database and checkpoints live
+    under .machine/tinker-server/, so the state survives the restart."""
+    project, record = served
+    steps = 4
+    run, done, seconds = _kill_the_server_after_the_first_checkpoint(project, record, steps)
+    print(f"\n[server death] the job ended {seconds:.1f} s after the kill")
+    assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert f"lost the Tinker server at {record.base_url}" in done.stderr, done.stderr
     failed = runs.read_manifest(project / ".machine" / "runs" / run.id)
     assert failed.status == "failed" and failed.error_kind == "engine", failed.error
     assert "\n" not in (failed.error or "") and record.base_url in (failed.error or "")
@@ -424,9 +392,8 @@ def test_a_server_that_dies_mid_run_fails_the_job_and_the_run_resumes_after_a_re
 
     # The record names a dead process: `serve` removes it and starts again, on the same port.
     started = time.monotonic()
-    again = _cli(
-        project, "tinker", "serve", "--nice", "15", "--port", str(record.port), timeout=SERVE_TIMEOUT_S
-    )
+    port = str(record.port)
+    again = _cli(project, "tinker", "serve", "--nice", "15", "--port", port, timeout=SERVE_TIMEOUT_S)
     _ok(again)
     print(f"[server death] restarted in {time.monotonic() - started:.0f} s")
     assert "removed a stale server record" in again.stderr
@@ -443,17 +410,7 @@ def test_a_server_that_dies_mid_run_fails_the_job_and_the_run_resumes_after_a_re
     assert [c.step for c in resumed.checkpoints] == [steps] and resumed.checkpoints[-1].final
 
     # A checkpoint saved before the crash can still be evaluated on the restarted server.
-    _ok(
-        _cli(
-            project,
-            "train",
-            "eval",
-            "checkpoint",
-            last.address,
-            "--yes",
-            "--out",
-            "eval_results/pre-crash.json",
-        )
-    )
+    out = str(project / "eval_results" / "pre-crash.json")
+    _ok(_cli(project, "train", "eval", "checkpoint", last.address, "--yes", "--out", out))
     evaluated = _manifests(project, "eval-checkpoint")[-1]
     assert evaluated.status == "done" and evaluated.result["checkpoint"] == last.address, evaluated.error
