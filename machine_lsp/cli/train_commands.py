@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.markup import escape
 
 from machine_lsp.cli.job_render import run_job
@@ -26,7 +27,12 @@ from machine_lsp.cli.job_support import (
     console_out,
     resolved_engine,
 )
-from machine_lsp.scaffold.config import MachineConfig, apply_overrides
+from machine_lsp.scaffold.config import (
+    MachineConfig,
+    TinkerSection,
+    apply_overrides,
+    configured_base_url,
+)
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
@@ -106,6 +112,9 @@ def _sft(args: argparse.Namespace) -> int:
         "save_every": args.save_every,
     }
     config = apply_overrides(MachineConfig(), train, {"data": eval_data})
+    served = configured_base_url(cwd)  # `machine tinker serve` wrote it: a rewritten machine.toml keeps it
+    if served:
+        config = msgspec.structs.replace(config, tinker=TinkerSection(base_url=served))
     command = (
         "machine train sft " + " ".join(sys.argv[3:])
         if sys.argv[1:3] == ["train", "sft"]
@@ -119,8 +128,11 @@ def _sft(args: argparse.Namespace) -> int:
     for path in written:
         out.print(f"wrote [bold]{escape(path.name)}[/]")
     source = data or "the store's good rows"
+    model = config.train.resolved_model()
+    if served and config.train.engine == "tinker" and not args.model:
+        model = f"the one served at {served} (else {model})"
     out.print(
-        f"engine {config.train.engine}, model {config.train.resolved_model()}, data {source}\n"
+        f"engine {config.train.engine}, model {escape(model)}, data {escape(source)}\n"
         f"next: [bold]python train_sft.py --dry-run[/], [bold]machine train smoke[/], [bold]machine train run[/]"
     )
     return EXIT_OK

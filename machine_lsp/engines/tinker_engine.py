@@ -51,6 +51,8 @@ KEY_ENV = "TINKER_API_KEY"
 PREFLIGHT_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy service
 CREATE_TIMEOUT_S = 900.0  # model creation can queue
+LIVENESS_CHECK_S = 5.0  # a call in flight checks this often that the server still accepts connections
+NOT_LOADED = " not loaded"  # SkyRL tx: "Model <run> not loaded", a checkpoint whose run lost its adapter
 LOCAL_PLACEHOLDER_KEY = "tml-local-server"  # not a secret: a local server ignores it
 
 T = TypeVar("T")
@@ -230,6 +232,40 @@ def preflight(
     return PreflightResult(base_url=shown, seconds=time.monotonic() - started, models=box.get("value"))
 
 
+def wait_future(future: Any, timeout: float, what: str, service_url: str) -> Any:
+    """An SDK future's result, waited on with its own `result(timeout=)` in slices of LIVENESS_CHECK_S.
+
+    Between slices the server must still accept TCP connections: the SDK retries a refused connection for
+    minutes (nested retries), so a server that died mid-call (a crash, `machine tinker stop`, a reboot) would
+    otherwise hold the job for up to `timeout`. A server that is alive but busy (compiling a new shape) still
+    accepts connections and is waited for. Raises TinkerUnavailable (timeout | refused | ...) or EngineError.
+    """
+    url = redact_url(service_url)
+    deadline = time.monotonic() + timeout
+    misses = 0  # consecutive failed connection checks: two in a row (>= LIVENESS_CHECK_S apart) end the wait
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            return future.result(timeout=max(0.0, min(LIVENESS_CHECK_S, remaining)))
+        except (TimeoutError, concurrent.futures.TimeoutError):
+            if remaining <= LIVENESS_CHECK_S:
+                raise TinkerUnavailable(
+                    f"Tinker at {url} did not finish {what} within {timeout:.0f} s", "timeout"
+                ) from None
+        except Exception as exc:
+            raise _translate(exc, what, url) from None
+        try:
+            check_reachable(service_url, timeout=LIVENESS_CHECK_S)
+            misses = 0
+        except TinkerUnavailable as exc:
+            misses += 1
+            if misses >= 2:
+                detail = str(exc).split(": ", 1)[-1]
+                raise TinkerUnavailable(
+                    f"lost the Tinker server at {url} during {what}: {detail}", exc.reason
+                ) from None
+
+
 def split_tinker_path(address: str) -> tuple[str, str, str]:
     """`tinker://<run>/<kind>/<name>` -> (run, kind, name); precise error otherwise."""
     if not address.startswith(TINKER_SCHEME):
@@ -398,7 +434,29 @@ class TinkerEngine:
                 "create sampling client",
                 self.base_url,
             )
-        return TinkerSampler(self, renderer, client)
+        return TinkerSampler(self, renderer, client, checkpoint)
+
+    def reload_checkpoint(self, checkpoint: str) -> Any:
+        """A sampling client for `checkpoint` rebuilt from its training state, in a fresh LoRA adapter.
+
+        SkyRL tx samples a checkpoint only while the run that saved it still holds its adapter: it frees it 5 min
+        after that run's client stops (session timeout) and holds none after a restart ("Model ... not loaded").
+        Our runs and the cookbook save the training state under the sampler checkpoint's name; that state (its
+        rank and base model from the server's weights_info) is loaded into a new client and sampled from.
+        """
+        service = self.service()
+        state = state_path_for(checkpoint)
+        self._say(f"the server no longer holds {checkpoint}; loading {state} into a new adapter")
+
+        def load() -> Any:
+            info = service.create_rest_client().get_weights_info_by_tinker_path(state).result()
+            client = service.create_lora_training_client(
+                base_model=info.base_model, rank=info.lora_rank or 32
+            ).result()
+            client.load_state(state).result()
+            return client.save_weights_and_get_sampling_client().result()
+
+        return _bounded(load, self.create_timeout, "reload checkpoint", self.base_url)
 
 
 def _adam_params(settings: OptimizerSettings, learning_rate: float) -> Any:
@@ -464,17 +522,11 @@ class TinkerTrainer:
             raise _translate(exc, what, self.engine.base_url) from None
 
     def wait(self, future: Any, what: str, timeout: float | None = None) -> Any:
-        """The SDK future's own `result(timeout=)` (the engine's call bound by default): no thread."""
-        url = self.engine.base_url
-        timeout = self.engine.call_timeout if timeout is None else timeout
-        try:
-            return future.result(timeout=timeout)
-        except (TimeoutError, concurrent.futures.TimeoutError):
-            raise TinkerUnavailable(
-                f"Tinker at {url} did not finish {what} within {timeout:.0f} s", "timeout"
-            ) from None
-        except Exception as exc:
-            raise _translate(exc, what, url) from None
+        """The SDK future's own `result(timeout=)` (the engine's call bound by default), in slices that check the
+        server is still there (`wait_future`): a dead server ends the wait in seconds. No thread."""
+        engine = self.engine
+        timeout = engine.call_timeout if timeout is None else timeout
+        return wait_future(future, timeout, what, engine.service_url)
 
     def _wait(self, submit: Callable[[], Any], what: str) -> Any:
         return self.wait(self._submit(submit, what), what)
@@ -539,10 +591,13 @@ class TinkerTrainer:
 class TinkerSampler:
     """Greedy sampling on a Tinker `SamplingClient`: all prompts submitted at once, then collected."""
 
-    def __init__(self, engine: TinkerEngine, renderer: Any, client: Any) -> None:
+    def __init__(
+        self, engine: TinkerEngine, renderer: Any, client: Any, checkpoint: str | None = None
+    ) -> None:
         self.engine = engine
         self.renderer = renderer
         self.client = client
+        self.checkpoint = checkpoint  # a saved checkpoint (not a live snapshot): reloadable from its state
 
     def prompt(self, messages: Sequence[Message]) -> Any:
         return self.renderer.build_generation_prompt(render.cookbook_messages(messages))
@@ -566,4 +621,11 @@ class TinkerSampler:
             return texts
 
         timeout = self.engine.call_timeout + 5 * len(inputs)
+        try:
+            return _bounded(run, timeout, "sample", self.engine.base_url)
+        except Exception as exc:  # the SDK reports it as a ValueError (HTTP 400 from retrieve_future)
+            if self.checkpoint is None or NOT_LOADED not in str(exc):
+                raise
+        self.client = self.engine.reload_checkpoint(self.checkpoint)  # once: a second failure is reported
+        self.checkpoint = None
         return _bounded(run, timeout, "sample", self.engine.base_url)

@@ -141,7 +141,10 @@ def live_record(machine_dir: Path) -> tuple[ServerRecord | None, bool]:
 
 
 def port_free(port: int) -> bool:
+    """Nothing listens on `port`. SO_REUSEADDR as uvicorn binds: the connections of a server that just died
+    linger in TIME_WAIT for a minute and must not make its own port look taken to the restart."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((HOST, port))
         except OSError:

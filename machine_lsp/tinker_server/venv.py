@@ -7,6 +7,11 @@ without moving the converted model). It is built in a temporary directory next t
 place under a file lock (`core.build_once`), so two processes never install at once and a killed install leaves
 nothing half-built behind. A stamp inside the venv holds the sha256 of the requirements file it was built
 from: a changed pin list builds a fresh venv.
+
+SkyRL tx unpacks checkpoints with tarfile's extraction filters (`extractall(..., filter="data")`), which Python has
+from 3.11.4 on: under 3.11.0-3.11.3 (Debian 12's python3 is 3.11.2) the server starts and trains, then fails the
+first sampler checkpoint with "TarFile.extractall() got an unexpected keyword argument 'filter'". The venv is built
+from the interpreter running machine-lsp only if it is new enough, and a cached venv on an older one is rebuilt.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ CACHE_ENV = "MACHINE_TINKER_SERVER_CACHE"  # CI: under the repo's .tools/, kept 
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements" / "skyrl-tx.txt"
 STAMP = "machine-lsp-venv.json"
 LOCK_TIMEOUT_S = 3600.0
+MIN_PYTHON = (3, 11, 4)  # tarfile extraction filters (see the module docstring)
 INSTALL_TIMEOUT_S = 3600.0
 
 
@@ -60,13 +66,54 @@ def requirements_digest(path: Path = REQUIREMENTS) -> str:
         ) from None
 
 
+def venv_python_version(directory: Path) -> tuple[int, ...] | None:
+    """The Python version a venv was made from (its pyvenv.cfg), or None if unreadable."""
+    try:
+        lines = (directory / "pyvenv.cfg").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() in {"version", "version_info"}:
+            parts = value.strip().split(".")[:3]
+            if all(p.isdigit() for p in parts):
+                return tuple(int(p) for p in parts)
+    return None
+
+
+def check_python(python: str) -> None:
+    """Refuse an interpreter too old for SkyRL tx (MIN_PYTHON), before building anything from it."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:3], sep='.')"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        version = tuple(int(p) for p in done.stdout.strip().split("."))
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        raise ServerSetupError(f"cannot run {python} to build the SkyRL tx venv") from None
+    if version < MIN_PYTHON:
+        need = ".".join(map(str, MIN_PYTHON))
+        raise ServerSetupError(
+            f"SkyRL tx needs Python >= {need} (it unpacks checkpoints with tarfile's extraction filters); "
+            f"{python} is {'.'.join(map(str, version))}: run machine-lsp from a newer Python"
+        )
+
+
 def is_ready(directory: Path | None = None, requirements: Path = REQUIREMENTS) -> bool:
     directory = directory or venv_dir()
     try:
         stamp = (directory / STAMP).read_text()
     except OSError:
         return False
-    return venv_python(directory).exists() and requirements_digest(requirements) in stamp
+    version = venv_python_version(directory)
+    return (
+        venv_python(directory).exists()
+        and requirements_digest(requirements) in stamp
+        and version is not None
+        and version >= MIN_PYTHON
+    )
 
 
 def ensure_venv(progress: Progress, requirements: Path = REQUIREMENTS, python: str | None = None) -> Path:
@@ -89,6 +136,7 @@ def ensure_venv(progress: Progress, requirements: Path = REQUIREMENTS, python: s
 
 def _install(temp: Path, target: Path, requirements: Path, python: str, progress: Progress) -> None:
     """Create the venv in `temp` and install the pinned requirements (`build_once` renames it to `target`)."""
+    check_python(python)  # SkyRL tx needs >= 3.11.4: refuse before building anything
     digest = requirements_digest(requirements)
     progress(f"creating the SkyRL tx venv in {target} from {requirements.name} (first use only; minutes)")
     _run([python, "-m", "venv", str(temp)], "create the venv")

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -212,3 +213,132 @@ def test_a_transformers_5_model_dir_is_served_through_a_4x_view(
     assert (view / "model.safetensors").resolve() == (source / "model.safetensors").resolve()
     assert (view / smollm2.MARKER_FILE).exists()  # the engine still picks the SmolLM2 renderer
     assert process.server_model_dir(view) == view  # already in the 4.x form: served as is
+
+
+def test_the_port_of_a_server_that_just_died_is_free_again() -> None:
+    """A crashed server leaves its accepted connections in TIME_WAIT for a minute; a restart on the same port must
+    not be refused as "in use" (uvicorn binds with SO_REUSEADDR, and so does the check)."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, time\n"
+            "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True)\n"
+            "c, _ = s.accept(); time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        port = int(server.stdout.readline())
+        assert not process.port_free(port)  # listening
+        client = socket.create_connection((process.HOST, port))
+        time.sleep(0.3)
+    finally:
+        server.kill()
+        server.wait()
+    time.sleep(0.3)
+    client.close()
+    with socket.socket() as plain:  # the connection lingers: a bind without SO_REUSEADDR still fails
+        with pytest.raises(OSError):
+            plain.bind((process.HOST, port))
+    assert process.port_free(port)
+
+
+def test_the_cli_refuses_a_busy_port_and_a_second_serve(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MACHINE_HOME", raising=False)
+    with socket.socket() as busy:
+        busy.bind((process.HOST, 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["tinker", "serve", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 is in use" in err and len(err.strip().splitlines()) == 1
+
+    machine_dir = tmp_path / ".machine"
+    process.server_dir(machine_dir).mkdir(parents=True)
+    process.write_record(machine_dir, _record(sleeper.pid))
+    assert main(["tinker", "serve", "--port", str(process.free_port())]) == 2
+    assert f"already running for this project (pid {sleeper.pid}" in capsys.readouterr().err
+    assert process.read_record(machine_dir) == _record(sleeper.pid)  # the running server's record is kept
+    assert main(["tinker", "status"]) == 0
+    assert f"Tinker server pid {sleeper.pid}" in capsys.readouterr().out
+    assert not (tmp_path / "machine.toml").exists()
+
+
+def test_the_cli_treats_a_record_from_before_a_reboot_as_stale(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    """After a reboot the recorded pid may belong to another process (here: a live one): status, stop and serve
+    all read the record as stale, remove it, and never signal that process."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MACHINE_HOME", raising=False)
+    machine_dir = tmp_path / ".machine"
+    process.server_dir(machine_dir).mkdir(parents=True)
+    old_boot = _record(sleeper.pid, boot_id="00000000-0000-0000-0000-before-reboot")
+
+    process.write_record(machine_dir, old_boot)
+    assert main(["tinker", "status"]) == 1
+    assert "removed a stale record" in capsys.readouterr().out
+    assert process.read_record(machine_dir) is None
+
+    process.write_record(machine_dir, old_boot)
+    assert main(["tinker", "stop"]) == 0
+    assert "no Tinker server running" in capsys.readouterr().out
+    assert process.read_record(machine_dir) is None
+
+    process.write_record(machine_dir, old_boot)
+    missing = tmp_path / "missing-model"
+    assert main(["tinker", "serve", "--model", str(missing), "--port", str(process.free_port())]) == 2
+    err = capsys.readouterr().err
+    assert "removed a stale server record" in err and "no such directory" in err
+    assert process.read_record(machine_dir) is None
+    assert sleeper.poll() is None  # the process that now has the pid was never signalled
+
+    (process.server_dir(machine_dir) / process.RECORD_FILE).write_text("{not json")
+    assert main(["tinker", "status", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"server": None, "stale_record_removed": True}
+
+
+def test_a_server_venv_on_a_python_without_tarfile_filters_is_rebuilt(tmp_path: Path) -> None:
+    """SkyRL tx unpacks checkpoints with `extractall(filter="data")` (Python >= 3.11.4): a cached venv made from
+    an older Python is not ready (it would fail the first sampler checkpoint), nor is one we cannot date."""
+    from machine_lsp.tinker_server import venv
+
+    directory = tmp_path / "venv"
+    (directory / "bin").mkdir(parents=True)
+    (directory / "bin" / "python").symlink_to(sys.executable)
+    (directory / venv.STAMP).write_text(f'{{"requirements_sha256": "{venv.requirements_digest()}"}}\n')
+    assert not venv.is_ready(directory)  # no pyvenv.cfg
+    for version, ready in (("3.11.2", False), ("3.11.4", True), ("3.12.1", True)):
+        (directory / "pyvenv.cfg").write_text(f"home = /usr/bin\nversion = {version}\n")
+        assert venv.venv_python_version(directory) == tuple(map(int, version.split(".")))
+        assert venv.is_ready(directory) is ready
+    venv.check_python(sys.executable)  # this interpreter (the one that runs machine-lsp) is new enough
+
+
+@pytest.mark.skipif(
+    not Path("/usr/bin/python3.11").exists()
+    or subprocess.run(
+        ["/usr/bin/python3.11", "-c", "import tarfile; print(hasattr(tarfile, 'data_filter'))"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    != "False",
+    reason="needs a Python 3.11 older than 3.11.4 at /usr/bin/python3.11 (Debian 12 has 3.11.2)",
+)
+def test_an_interpreter_without_tarfile_filters_is_refused() -> None:
+    from machine_lsp.tinker_server import venv
+
+    with pytest.raises(venv.ServerSetupError, match=r"needs Python >= 3\.11\.4 .* is 3\.11\.[0-3]"):
+        venv.check_python("/usr/bin/python3.11")

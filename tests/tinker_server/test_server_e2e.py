@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -39,18 +40,22 @@ def _row(a: int, b: int) -> dict:
     }
 
 
-def _cli(cwd: Path, *argv: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+def _env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "MACHINE_TORCH_THREADS": "1", "COLUMNS": "200"}
     env["TINKER_TELEMETRY"] = "0"
     for name in ("MACHINE_HOME", "TINKER_API_KEY", "TINKER_BASE_URL"):
         env.pop(name, None)
+    return env
+
+
+def _cli(cwd: Path, *argv: str, timeout: float = JOB_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "machine_lsp.cli.main", *argv],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=_env(),
         stdin=subprocess.DEVNULL,
     )
 
@@ -63,7 +68,12 @@ def _ok(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def _manifests(project: Path, job: str) -> list[runs.RunManifest]:
-    found = [runs.read_manifest(p) for p in sorted((project / ".machine" / "runs").iterdir()) if p.is_dir()]
+    found = []
+    for path in sorted((project / ".machine" / "runs").glob("*")):
+        try:
+            found.append(runs.read_manifest(path))
+        except OSError:  # not a run directory, or one whose manifest is being written
+            continue
     return sorted([m for m in found if m.job == job], key=lambda m: m.created_at)
 
 
@@ -158,6 +168,111 @@ def test_run_checkpoints_resumes_and_evaluates(served: tuple[Path, process.Serve
     assert "eval" in out.lower() or address in out
 
 
+def _trained_checkpoint(project: Path) -> str:
+    """The sampler address of this module's newest finished training run (one short run if there is none yet)."""
+    done = [m for m in _manifests(project, "train-run") if m.status == "done" and m.checkpoints]
+    if not done:
+        _ok(_cli(project, "train", "run", "--yes", "--steps", "1"))
+        done = [_manifests(project, "train-run")[-1]]
+    return done[-1].checkpoints[-1].address
+
+
+def test_compare_and_the_bleed_probe_of_a_tinker_checkpoint(
+    served: tuple[Path, process.ServerRecord],
+) -> None:
+    """`eval baseline` (the served base model), `eval checkpoint` of a `tinker://` checkpoint, `eval compare` of
+    the two result files, and `eval probe` (the style-bleed probe) of the checkpoint, all through the CLI."""
+    from machine_lsp.core import evals
+
+    project, _record = served
+    address = _trained_checkpoint(project)
+    _ok(_cli(project, "train", "eval", "baseline", "--yes"))
+    results = project / "eval_results"
+    base, ck = str(results / "baseline.json"), str(results / "tinker-ck.json")
+    _ok(_cli(project, "train", "eval", "checkpoint", address, "--yes", "--out", ck))
+    for job in ("eval-baseline", "eval-checkpoint"):
+        manifest = _manifests(project, job)[-1]
+        assert manifest.status == "done" and manifest.engine == "tinker", manifest.error
+    baseline, trained = evals.load_result(Path(base)), evals.load_result(Path(ck))
+    assert baseline.checkpoint is None and trained.checkpoint == address
+
+    payload = json.loads(_ok(_cli(project, "train", "eval", "compare", base, ck, "--json", timeout=120)))
+    name = address.rsplit("/", 1)[-1]
+    assert (payload["a_name"], payload["b_name"], payload["n"]) == ("baseline", name, 2)
+    assert (payload["a_correct"], payload["b_correct"]) == (baseline.correct, trained.correct)
+    assert payload["same_data"] is True
+    assert payload["gained"] - payload["lost"] == trained.correct - baseline.correct
+    assert Path(payload["chart"]).is_file()
+    table = _ok(_cli(project, "train", "eval", "compare", base, ck, "--no-chart", timeout=120))
+    assert f"baseline → {name}" in table and "accuracy" in table
+
+    out = _ok(_cli(project, "train", "eval", "probe", address, "--yes"))
+    probe_run = _manifests(project, "eval-probe")[-1]
+    assert probe_run.status == "done" and probe_run.engine == "tinker", probe_run.error
+    report = json.loads((results / f"probe-{name}.json").read_text())
+    assert report["checkpoint"] == address and report["engine"] == "tinker"
+    rows = report["probe"]["rows"]
+    assert len(rows) == len(evals.probe_prompts()) and all(isinstance(r["output"], str) for r in rows)
+    assert report["probe"]["bled"] == sum(r["bleeds"] for r in rows)
+    assert f"{report['probe']['bled']}/{len(rows)}" in out
+
+
+def test_the_scaffolded_train_sft_trains_on_the_served_model(
+    served: tuple[Path, process.ServerRecord], tmp_path: Path
+) -> None:
+    """`machine train sft --engine tinker` in a project that `machine tinker serve` configured, then the scaffold's
+    own `python train_sft.py` (the cookbook's train.main) for 2 steps: the served model, its renderer, the recorded
+    URL and no API key, with the cookbook's checkpoints on the server."""
+    from machine_lsp.tinker_server import project as served_project
+
+    project, record = served
+    sft = tmp_path / "sft-project"
+    (sft / ".machine").mkdir(parents=True)
+    (sft / "train.jsonl").write_text((project / "train.jsonl").read_text())
+    served_project.set_base_url(sft, record.base_url)  # what `machine tinker serve` writes in a new project
+    _ok(
+        _cli(
+            sft,
+            "train",
+            "sft",
+            "train.jsonl",
+            "--engine",
+            "tinker",
+            "--steps",
+            "2",
+            "--batch-size",
+            str(BATCH),
+            "--rank",
+            "8",
+            "--save-every",
+            "0",
+            "--force",
+            timeout=120,
+        )
+    )
+    assert served_project.configured_base_url(sft) == record.base_url  # --force kept the server's URL
+
+    done = subprocess.run(
+        [sys.executable, "train_sft.py"],
+        cwd=sft,
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT_S,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    out = _ok(done)
+    assert f"{record.model} (qwen3_instruct)" in out and "max_steps 2" in out
+    logs = sft / "tinker_logs" / "train_sft"
+    metrics = [json.loads(line) for line in (logs / "metrics.jsonl").read_text().splitlines()]
+    losses = [m["train_mean_nll"] for m in metrics if "train_mean_nll" in m]
+    assert len(losses) == 2 and all(0.0 < x < 20.0 for x in losses)
+    checkpoints = [json.loads(line) for line in (logs / "checkpoints.jsonl").read_text().splitlines()]
+    final = checkpoints[-1]
+    assert final["state_path"].startswith("tinker://") and "/weights/" in final["state_path"]
+    assert final["sampler_path"].startswith("tinker://")
+
+
 def test_first_step_loss_matches_the_local_engine(
     served: tuple[Path, process.ServerRecord], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -218,3 +333,84 @@ def test_a_server_that_dies_while_starting_is_reported(tmp_path: Path) -> None:
     assert "exited with code" in done.stderr and "last log lines" in done.stderr
     assert process.read_record(project / ".machine") is None
     assert not (project / "machine.toml").exists()
+
+
+def _kill_the_server_after_the_first_checkpoint(
+    project: Path, record: process.ServerRecord, steps: int
+) -> tuple[runs.RunManifest, subprocess.CompletedProcess[str], float]:
+    """Start `train run` (a checkpoint every step), SIGKILL the server's process group (the API server and its
+    engine at once, as a crash would) once the run records its first checkpoint; (the run as it was then, the
+    finished CLI, seconds from the kill to the job's end)."""
+    before = {m.id for m in _manifests(project, "train-run")}
+    argv = ["train", "run", "--yes", "--steps", str(steps), "--save-every", "1"]
+    job = subprocess.Popen(
+        [sys.executable, "-m", "machine_lsp.cli.main", *argv],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + JOB_TIMEOUT_S
+        run = None
+        while run is None and time.monotonic() < deadline and job.poll() is None:
+            fresh = [m for m in _manifests(project, "train-run") if m.id not in before]
+            run = fresh[-1] if fresh and fresh[-1].checkpoints else None
+            time.sleep(0.5)
+        assert run is not None, f"no checkpoint recorded (exit {job.poll()})"
+        os.killpg(record.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        stdout, stderr = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait()
+    done = subprocess.CompletedProcess(job.args, job.returncode, stdout, stderr)
+    return run, done, time.monotonic() - killed
+
+
+def test_a_server_that_dies_mid_run_fails_the_job_and_the_run_resumes_after_a_restart(
+    served: tuple[Path, process.ServerRecord],
+) -> None:
+    """Kept last: it kills this module's server while a run is between checkpoints, restarts it with
+    `machine tinker serve` over the stale record, and resumes the run. SkyRL tx's database and checkpoints live
+    under .machine/tinker-server/, so the state survives the restart."""
+    project, record = served
+    steps = 4
+    run, done, seconds = _kill_the_server_after_the_first_checkpoint(project, record, steps)
+    print(f"\n[server death] the job ended {seconds:.1f} s after the kill")
+    assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert f"lost the Tinker server at {record.base_url}" in done.stderr, done.stderr
+    failed = runs.read_manifest(project / ".machine" / "runs" / run.id)
+    assert failed.status == "failed" and failed.error_kind == "engine", failed.error
+    assert "\n" not in (failed.error or "") and record.base_url in (failed.error or "")
+    assert failed.checkpoints and failed.last_checkpoint == failed.checkpoints[-1].address
+    last = failed.checkpoints[-1]
+    assert last.step < steps and last.state and "/weights/" in last.state
+
+    # The record names a dead process: `serve` removes it and starts again, on the same port.
+    started = time.monotonic()
+    port = str(record.port)
+    again = _cli(project, "tinker", "serve", "--nice", "15", "--port", port, timeout=SERVE_TIMEOUT_S)
+    _ok(again)
+    print(f"[server death] restarted in {time.monotonic() - started:.0f} s")
+    assert "removed a stale server record" in again.stderr
+    restarted = process.read_record(project / ".machine")
+    assert restarted is not None and restarted.pid != record.pid and restarted.base_url == record.base_url
+
+    _ok(
+        _cli(project, "train", "run", "--yes", "--steps", str(steps), "--save-every", "0", "--resume", run.id)
+    )
+    resumed = _manifests(project, "train-run")[-1]
+    assert resumed.status == "done", resumed.error
+    assert resumed.resumed_from == last.state
+    assert resumed.result["steps_run"] == steps - last.step
+    assert [c.step for c in resumed.checkpoints] == [steps] and resumed.checkpoints[-1].final
+
+    # A checkpoint saved before the crash can still be evaluated on the restarted server.
+    out = str(project / "eval_results" / "pre-crash.json")
+    _ok(_cli(project, "train", "eval", "checkpoint", last.address, "--yes", "--out", out))
+    evaluated = _manifests(project, "eval-checkpoint")[-1]
+    assert evaluated.status == "done" and evaluated.result["checkpoint"] == last.address, evaluated.error
