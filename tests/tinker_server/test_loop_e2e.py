@@ -156,12 +156,16 @@ class _Recorder:
 class _Waited:
     def __init__(self, future: Any, name: str, calls: list[str]) -> None:
         self._future, self._name, self._calls = future, name, calls
+        self._waited = False
 
     def future(self) -> Any:
         return self._future.future()
 
     def result(self, timeout: float | None = None) -> Any:
-        self._calls.append(f"wait {self._name}")
+        # Noted once per future: the engine waits in slices (checking the server between them).
+        if not self._waited:
+            self._calls.append(f"wait {self._name}")
+            self._waited = True
         return self._future.result(timeout=timeout)
 
 

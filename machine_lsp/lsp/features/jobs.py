@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 JOB_EVENT = "machine/jobEvent"
 TERM_GRACE_S = 5.0
+# How long a job waits for the client to accept its progress token before it runs without one. A busy client
+# (batch Emacs under load) can take over 5 s, and a token given up on means no progress at all for that job.
+CREATE_TOKEN_WAIT_S = 60.0
 _LEVELS = {
     "debug": types.MessageType.Log,
     "info": types.MessageType.Info,
@@ -247,7 +250,9 @@ class JobsFeature(LanguageFeature):
                 return
             token = f"machine-job-{job.id}"
             try:
-                await asyncio.wait_for(self.server.work_done_progress.create_async(token), 5)
+                await asyncio.wait_for(
+                    self.server.work_done_progress.create_async(token), CREATE_TOKEN_WAIT_S
+                )
             except Exception:
                 logger.warning("client refused work-done progress token %s", token)
                 return
