@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from machine_lsp.core.store import find_machine_dir
 from machine_lsp.serve import agents
-from machine_lsp.serve.checkpoints import CheckpointError, Target, resolve
+from machine_lsp.serve.checkpoints import CheckpointError, Target, resolve, servable
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -101,17 +101,11 @@ def _usage_error(args: argparse.Namespace) -> str | None:
 
 
 def _servable(checkpoint: str, machine_dir: Path) -> Target | str:
-    """The checkpoint `machine serve` can load, or why it cannot."""
+    """The checkpoint `machine serve` can load, or why it cannot (`serve.checkpoints.servable`)."""
     try:
-        target = resolve(checkpoint, machine_dir)
+        return servable(checkpoint, machine_dir)
     except CheckpointError as exc:
         return escape(str(exc))
-    if target.kind == "tinker":
-        return (
-            f"{escape(target.address)} is served by Tinker itself; point an agent at it with "
-            f"`machine use {escape(target.address)} --agent pi|claude|opencode`"
-        )
-    return target
 
 
 def _serve(args: argparse.Namespace) -> int:

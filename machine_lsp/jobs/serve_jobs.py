@@ -49,19 +49,15 @@ class TinkerServeArgs(msgspec.Struct, forbid_unknown_fields=True):
 def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
     from machine_lsp.core.store import find_machine_dir
     from machine_lsp.serve import agents
-    from machine_lsp.serve.checkpoints import CheckpointError, resolve
+    from machine_lsp.serve.checkpoints import CheckpointError, servable
 
     if (problem := port_problem(args.port)) is not None:
         raise JobError(problem, kind="usage")
     machine_dir = find_machine_dir(ctx.cwd)
     try:
-        target = resolve(args.checkpoint, machine_dir)
+        target = servable(args.checkpoint, machine_dir)
     except CheckpointError as exc:
         raise JobError(str(exc)) from None
-    if target.kind == "tinker":
-        raise JobError(
-            f"{target.address} is served by Tinker itself: point an agent at it with machine.use (no local server)"
-        )
     from machine_lsp.engines.base import EngineError
     from machine_lsp.serve import generation, server
     from machine_lsp.serve.served_log import ServedLog

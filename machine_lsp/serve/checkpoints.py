@@ -79,3 +79,15 @@ def resolve(name: str, machine_dir: Path) -> Target:
         directory=directory,
         base_model=base_model,
     )
+
+
+def servable(name: str, machine_dir: Path) -> Target:
+    """The checkpoint `machine serve` (CLI or editor) can load here; CheckpointError says why not. A `tinker://`
+    checkpoint is served by Tinker's own endpoints, not by a local server."""
+    target = resolve(name, machine_dir)
+    if target.kind == "tinker":
+        raise CheckpointError(
+            f"{target.address} is served by Tinker itself; point an agent at it with "
+            f"`machine use {target.address} --agent pi|codex|claude|opencode` (no local server needed)"
+        )
+    return target
