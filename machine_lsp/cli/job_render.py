@@ -6,7 +6,9 @@ the one job client (machine_lsp.jobs.client), so the CLI and the editor share on
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ from machine_lsp.cli.job_support import (
 )
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.client import JobOutcome, JobProcess, job_command
+
+RECORD_WAIT_S = 10.0
 
 
 class _Renderer:
@@ -136,10 +140,34 @@ def run_job(verb: str, payload: dict[str, Any], *, raw: bool = False, cwd: Path 
                 pass
     finally:
         renderer.finish()
-    outcome = job.wait(CANCEL_GRACE_S)
+    outcome = _as_recorded(job.wait(CANCEL_GRACE_S), renderer.run_dir)
     if not raw:
         _print_outcome(console, outcome, renderer)
     return _exit_code(outcome, interrupted)
+
+
+def _as_recorded(outcome: JobOutcome, run_dir: str | None) -> JobOutcome:
+    """A child that died without a last event (killed by `machine jobs cancel` after its grace period) ended
+    the way its manifest says, when the canceller recorded it there."""
+    if outcome.final is not None or not run_dir:
+        return outcome
+    from machine_lsp.core import runs
+
+    # The canceller records the end just after the kill: give it a moment (only a child that died unannounced
+    # ever waits here).
+    deadline = time.monotonic() + RECORD_WAIT_S
+    while True:
+        try:
+            manifest = runs.read_manifest(Path(run_dir))
+        except Exception:  # noqa: BLE001 - no readable record: the outcome stays "died without a result"
+            return outcome
+        if manifest.status != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    if manifest.status != "cancelled":
+        return outcome
+    final = ev.Error(message=manifest.error or "cancelled", kind="cancelled")
+    return dataclasses.replace(outcome, final=final)
 
 
 def _follow(job: JobProcess, renderer: _Renderer, raw: bool) -> None:

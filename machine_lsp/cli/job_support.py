@@ -15,7 +15,9 @@ __all__ = ["console_err", "console_out"]  # the verbs import the consoles from h
 from machine_lsp.scaffold.config import ConfigError, load_project_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
-CANCEL_GRACE_S = 15.0
+# How long `jobs cancel` and Ctrl-C wait for a job to record its own end before killing it: a step in
+# progress finishes first, and on a loaded 2-core machine one step can take tens of seconds.
+CANCEL_GRACE_S = 30.0
 
 
 class Usage(Exception):

@@ -4,11 +4,7 @@ and removing failed or old runs (core.prune says which may go and which checkpoi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import signal
-import time
 from pathlib import Path
 
 from rich.markup import escape
@@ -145,19 +141,18 @@ def _jobs_cancel(args: argparse.Namespace) -> int:
             f"{manifest.id}: its process {manifest.pid} is gone (status {runs.effective_status(manifest)})"
         )
         return EXIT_FAILED
-    os.kill(manifest.pid, signal.SIGTERM)
-    deadline = time.monotonic() + CANCEL_GRACE_S
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        with contextlib.suppress(Exception):
-            manifest = runs.read_manifest(run_dir)
-        if manifest.status != "running":
-            break
+    stopped = runs.stop_job(run_dir, manifest, grace_s=CANCEL_GRACE_S)
+    manifest = stopped.manifest
     if manifest.status == "running":
         console_err().print(
-            f"[yellow]{manifest.id} did not stop within {CANCEL_GRACE_S:.0f} s (pid {manifest.pid})[/]"
+            f"[yellow]{manifest.id} is still running (pid {manifest.pid}): it could not be stopped[/]"
         )
         return EXIT_FAILED
+    if stopped.killed:
+        console_err().print(
+            f"[yellow]{manifest.id} did not stop within {CANCEL_GRACE_S:.0f} s of SIGTERM: killed, "
+            "and recorded as cancelled[/]"
+        )
     last = f"; last checkpoint {manifest.last_checkpoint}" if manifest.last_checkpoint else ""
     console_out().print(f"{manifest.id}: {manifest.status}{escape(last)}")
     return EXIT_OK

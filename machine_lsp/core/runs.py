@@ -14,11 +14,13 @@ never symlinks. URLs with credentials are redacted in every manifest written (co
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import os
 import re
 import secrets
+import signal
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -253,6 +255,55 @@ def job_alive(manifest: RunManifest) -> bool:
         if started is not None:
             return started == manifest.pid_start
     return is_job_process(manifest.pid)
+
+
+class StopOutcome(msgspec.Struct):
+    """How `stop_job` ended a run: its manifest afterwards, and whether it had to be killed."""
+
+    manifest: RunManifest
+    killed: bool = False
+
+
+def stop_job(
+    run_dir: Path, manifest: RunManifest, *, grace_s: float, kill_wait_s: float = 30.0
+) -> StopOutcome:
+    """Cancel a running job: SIGTERM, then wait up to `grace_s` for the job to record its own end (it finishes
+    the step or checkpoint save in progress first); a job still running after that is killed (SIGKILL to its
+    process group - jobs start in their own session) and its manifest is ended ``cancelled`` here, saying so.
+
+    The escalation is why a cancel ends within a bound on a loaded machine, where one training step alone can
+    outlast the grace period. Only a process that `job_alive` proves to be the run's own is ever signalled."""
+    if not job_alive(manifest):
+        return StopOutcome(manifest)
+    os.kill(manifest.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        with contextlib.suppress(OSError, msgspec.MsgspecError):
+            manifest = read_manifest(run_dir)
+        if manifest.status != "running":
+            return StopOutcome(manifest)
+    if job_alive(manifest):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getpgid(manifest.pid) == manifest.pid:  # its own session (as jobs start): its helpers too
+                os.killpg(manifest.pid, signal.SIGKILL)
+            else:
+                os.kill(manifest.pid, signal.SIGKILL)
+        deadline = time.monotonic() + kill_wait_s
+        while pid_alive(manifest.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(manifest.pid):
+            return StopOutcome(manifest)  # not even SIGKILL took it (uninterruptible I/O): still running
+    with contextlib.suppress(OSError, msgspec.MsgspecError):
+        manifest = read_manifest(run_dir)  # it may have ended itself while the kill was on its way
+    if manifest.status != "running":
+        return StopOutcome(manifest)
+    manifest.status = "cancelled"
+    manifest.error = f"cancelled (killed: it did not stop within {grace_s:.0f} s of SIGTERM)"
+    manifest.error_kind = "cancelled"
+    manifest.finished_at = now_iso()
+    write_manifest(run_dir, manifest)
+    return StopOutcome(manifest, killed=True)
 
 
 def effective_status(manifest: RunManifest) -> str:

@@ -37,6 +37,11 @@ def verb(ctx, a):
             if step == 3:
                 ctx.add_checkpoint("step-3", f"local://{ctx.run_id}/step-3", 3)
             time.sleep(0.02)
+    if a.mode == "stuck":  # a save that never returns: a cancel waits for it, so only a kill ends the job
+        ctx.add_checkpoint("step-1", f"local://{ctx.run_id}/step-1", 1)
+        with ctx.shielded():
+            ctx.log("stuck")
+            time.sleep(600)
     if a.mode == "shielded":
         with ctx.shielded():
             ctx.log("saving")
@@ -182,3 +187,36 @@ def test_cancel_during_a_shielded_save_waits_for_the_checkpoint(project: Path, j
     assert [e["event"] for e in events] == ["checkpoint", "error"]  # the save finished, nothing ran after it
     manifest = _manifest(only_run_dir(project))
     assert manifest["status"] == "cancelled" and manifest["last_checkpoint"].endswith("/step-1")
+
+
+def test_a_job_that_does_not_stop_on_sigterm_is_killed_and_recorded_cancelled(project: Path, job_env) -> None:
+    """`machine jobs cancel`'s rule (core.runs.stop_job): SIGTERM, a grace period, then SIGKILL and a record of it,
+    so a cancel ends however long the step in progress takes (a loaded machine; a save that hangs)."""
+    from machine_lsp.core import runs
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, json.dumps({"mode": "stuck"})],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=job_env(),
+        start_new_session=True,  # as the CLI and the language server start jobs
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if json.loads(line).get("message") == "stuck":
+                break
+        run_dir = next((project / ".machine" / "runs").iterdir())
+        stopped = runs.stop_job(run_dir, runs.read_manifest(run_dir), grace_s=2)
+        assert stopped.killed
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    manifest = runs.read_manifest(run_dir)
+    assert manifest.status == "cancelled" and manifest.error_kind == "cancelled"
+    assert "did not stop within 2 s of SIGTERM" in (manifest.error or "")
+    assert manifest.last_checkpoint == f"local://{run_dir.name}/step-1" and manifest.finished_at
+    assert runs.effective_status(manifest) == "cancelled"
