@@ -11,7 +11,7 @@ export TINKER_TELEMETRY := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup system-deps agents demo test test-python test-vscode lint format bench clean
+.PHONY: setup system-deps agents bundle demo test test-python test-vscode lint format bench clean
 
 setup: $(STAMP)
 
@@ -47,8 +47,12 @@ lint: setup
 	@# Layer contracts (pyproject.toml [tool.importlinter]): the core is the floor, the server stays light.
 	$(VENV)/bin/lint-imports --no-cache
 
-test-python: setup system-deps agents
+# The extension's bundled server first: tests/editors/test_bundled_server.py runs it (and fails in CI without it).
+test-python: setup system-deps agents bundle
 	$(VENV)/bin/pytest -q -ra
+
+bundle: setup
+	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode bundle; fi
 
 test-vscode: setup system-deps
 	@if [ -f editors/vscode/package.json ]; then $(MAKE) -C editors/vscode test; fi

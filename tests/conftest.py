@@ -84,3 +84,26 @@ def closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+# -- the per-suite time at the end of a run (issue: CI must show where its minutes go) -------------------------
+
+_SUITE_SECONDS: dict[str, float] = {}
+_SUITE_TESTS: dict[str, int] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    parts = Path(report.nodeid.split("::", 1)[0]).parts
+    suite = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+    _SUITE_SECONDS[suite] = _SUITE_SECONDS.get(suite, 0.0) + report.duration
+    if report.when == "call":
+        _SUITE_TESTS[suite] = _SUITE_TESTS.get(suite, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _SUITE_SECONDS:
+        return
+    terminalreporter.section("time per suite (setup + call + teardown)")
+    for suite, seconds in sorted(_SUITE_SECONDS.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:8.1f} s  {_SUITE_TESTS.get(suite, 0):4d} tests  {suite}")
+    terminalreporter.write_line(f"{sum(_SUITE_SECONDS.values()):8.1f} s  in all")
