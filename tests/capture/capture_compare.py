@@ -18,6 +18,10 @@ _CODEX_INJECTED = re.compile(
     r"^\s*(<(environment_context|user_instructions|skills_instructions|permissions instructions|turn_aborted)\b"
     r"|# AGENTS\.md instructions)"
 )
+# A slash command the user typed, as Claude Code sends it: `<command-message>`/`<command-name>`/`<command-args>`.
+_CLAUDE_COMMAND = re.compile(
+    r"<command-name>(.*?)</command-name>(?:.*?<command-args>(.*?)</command-args>)?", re.S
+)
 _CLAUDE_INJECTED = (
     "<system-reminder>",
     "<local-command-caveat>",
@@ -38,6 +42,22 @@ def _assistant(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     return message
+
+
+def _is_command(text: str) -> bool:
+    return text.lstrip().startswith(("<command-message>", "<command-name>")) and bool(
+        _CLAUDE_COMMAND.search(text)
+    )
+
+
+def _typed(text: str) -> str:
+    """A text part as the user typed it: a slash command's tags become `/name args`."""
+    if not _is_command(text):
+        return text
+    match = _CLAUDE_COMMAND.search(text)
+    assert match is not None
+    name, args = match.group(1).strip(), (match.group(2) or "").strip()
+    return f"{name} {args}" if args else name
 
 
 def sent_conversation(recorded: Recorded) -> list[dict[str, Any]]:
@@ -63,12 +83,20 @@ def sent_conversation(recorded: Recorded) -> list[dict[str, Any]]:
                         out.append(
                             {"role": "tool", "content": result or "", "tool_call_id": part["tool_use_id"]}
                         )
+                # A command Claude Code ran itself (`/compact`) is sent with its output: context, not a request.
+                local = any(
+                    p["type"] == "text" and p["text"].lstrip().startswith("<local-command-stdout>")
+                    for p in parts
+                )
                 typed = [
-                    p["text"]
+                    _typed(p["text"])
                     for p in parts
                     if p["type"] == "text"
                     and p["text"]
-                    and not p["text"].lstrip().startswith(_CLAUDE_INJECTED)
+                    and (
+                        (_is_command(p["text"]) and not local)
+                        or not p["text"].lstrip().startswith(_CLAUDE_INJECTED)
+                    )
                 ]
                 if typed:
                     out.append({"role": "user", "content": "\n".join(typed)})

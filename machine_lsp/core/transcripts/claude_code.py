@@ -17,7 +17,10 @@ are not part of it. How the harness's own request is rebuilt from the path:
 - Compaction: a `compact_boundary` system line starts a new root (its `parentUuid` is null); the next user line
   (`isCompactSummary`) holds the summary and is the user message that starts the new context.
 - Injected context is never a user turn: attachment lines (rendered as `<system-reminder>` text), meta lines
-  (`isMeta`), `<system-reminder>` parts of a user message, local-command echoes and interruption markers. Plain
+  (`isMeta`), `<system-reminder>` parts of a user message, local-command echoes and interruption markers.
+- A slash command sent to the model (a custom command in `.claude/commands/`, a skill: `<command-name>` tags, then
+  an `isMeta` line with the expanded text) is the user turn: the command as typed, then its expanded text, in one
+  message as Claude Code sends them. A command Claude Code runs itself (`/compact`, `/exit`) stays injected. Plain
   tags drop it; `--trace` keeps it as `system` messages where the log records it (the one rule all harness
   adapters follow, docs/CAPTURE.md).
 - A user message that is only `tool_result` parts is not a user turn. Thinking blocks only with `--thinking`.
@@ -48,8 +51,10 @@ from machine_lsp.core.transcripts.claude_code_lines import (
     Node,
     add_blocks,
     blocks,
+    is_local_output,
     plain_text,
     text_turns,
+    typed_command,
     user_items,
 )
 
@@ -368,9 +373,29 @@ class _Reader:
                 items.extend(self._items(kept))
             return items
         if node.data.get("isMeta"):
+            parent = self.nodes.get(node.parent or "")
+            if parent is not None and self._command_expansion(parent) is not None:
+                return []  # a slash command's expanded text: part of the command's user turn
             text = plain_text(content)
             return [Item("message", Message(role="system", content=text))] if text else []
-        return user_items(node, content, self.tool_names, warnings)
+        return user_items(node, content, self.tool_names, warnings, self._command_expansion(node))
+
+    def _command_expansion(self, node: Node) -> str | None:
+        """For a user line holding a slash command that was sent to the model (a custom command or a skill): the
+        text it expanded to (the `isMeta` line under it; "" when there is none). None for any other line and for a
+        command Claude Code ran itself (`/compact`, `/exit`: a `<local-command-stdout>` line follows it)."""
+        if node.type != "user" or node.data.get("isMeta"):
+            return None
+        texts = [
+            str(b.get("text") or "") for b in blocks(node.message.get("content")) if b.get("type") == "text"
+        ]
+        if not any(typed_command(text) is not None for text in texts):
+            return None
+        children = [child for child in self.children.get(node.uuid, []) if child.type == "user"]
+        if any(is_local_output(plain_text(child.message.get("content"))) for child in children):
+            return None
+        expansion = next((child for child in children if child.data.get("isMeta")), None)
+        return plain_text(expansion.message.get("content")) if expansion is not None else ""
 
     def _preserved(self, summary: Node) -> list[Node]:
         boundary = self.nodes.get(summary.parent or "")
