@@ -85,3 +85,22 @@ def test_a_skill_typed_as_a_command_keeps_its_request_and_the_earlier_command(
     assert [u.split("\n")[0] for u in users] == ["/mycmd check file a.py", "/tidy b.py"]
     assert SKILL_BODY in users[1]
     assert record["messages"] == text_turns(sent_conversation(request))
+
+
+def test_the_command_rows_validate_as_trainers_read_them(commands_session: AgentSession, cli: Cli) -> None:
+    """`machine train validate` (the store's good rows as exported): each command's row has its user turn."""
+    for objects_line in _answer_lines(commands_session):
+        code, _, err = cli("good", "--from", f"{commands_session.log}:{objects_line}")
+        assert code == 0, err
+    assert len(cli.records()) == 2
+    code, out, err = cli("train", "validate")
+    assert code == 0, out + err
+
+
+def _answer_lines(session: AgentSession) -> list[int]:
+    texts = {r.reply.text for r in session.endpoint.model_requests("anthropic") if r.reply and r.reply.text}
+    return [
+        i
+        for i, o in enumerate(json_lines(session.log), start=1)
+        if o.get("type") == "assistant" and any(b.get("text") in texts for b in o["message"]["content"])
+    ]

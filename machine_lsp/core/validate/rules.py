@@ -159,7 +159,10 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
         has_calls = isinstance(calls, list) and len(calls) > 0
         # Judge the content by the role the writer meant ("Assistant"), so one typo gives one finding.
         intended = role if role is not None else _suggested_role(message.get("role"))
-        _check_content(ck, message, mspan, mrange, index, intended == "assistant" and has_calls)
+        # An empty tool result is a command that printed nothing: OpenAI and the cookbook train on it as is.
+        _check_content(
+            ck, message, mspan, mrange, index, intended == "assistant" and has_calls, intended == "tool"
+        )
         if calls is not None:
             ids = _check_tool_calls(ck, calls, _value_span(mspan, "tool_calls"), mrange, index, role)
             tool_ids.update(ids)
@@ -191,7 +194,32 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
 
     if all(r is not None for r in roles):
         _check_ending(ck, roles, _span_of(_item_span(span, len(messages) - 1), whole), whole, is_eval)
+        if not is_eval:
+            _check_prompted(ck, messages, roles, span, whole)
     return prompt_key
+
+
+def _check_prompted(
+    ck: LineChecker, messages: list[Any], roles: list[str | None], span: _Span | None, whole: tuple[int, int]
+) -> None:
+    """The trained answer (the last assistant message not marked `weight` 0 or `trainable` false) needs a user
+    message before it: trained on alone, it teaches the model to answer nothing."""
+    trained = [
+        index
+        for index, role in enumerate(roles)
+        if role == "assistant"
+        and messages[index].get("weight") != 0
+        and messages[index].get("trainable") is not False
+    ]
+    if not trained or "user" in roles[: trained[-1]]:
+        return
+    index = trained[-1]
+    ck.add(
+        "no-user-turn",
+        f"no user message before the trained assistant message {index + 1}: it would be trained as the "
+        "answer to nothing",
+        *_span_of(_item_span(span, index), whole),
+    )
 
 
 def _check_training_flags(
@@ -336,11 +364,13 @@ def _check_content(
     mspan: _Span | None,
     mrange: tuple[int, int],
     index: int,
-    may_be_empty: bool,
+    may_be_null: bool,
+    may_be_empty: bool = False,
 ) -> None:
     where = f"message {index + 1}"
+    may_be_empty = may_be_empty or may_be_null
     content = message.get("content")
-    if content is None and may_be_empty:
+    if content is None and may_be_null:
         return  # OpenAI's rows: an assistant message that only calls tools has no content, or null
     if "content" not in message:
         ck.add("content-missing", f"{where} has no `content`", *mrange)
