@@ -299,7 +299,7 @@ def test_an_array_of_rows_on_one_line_is_a_file_finding() -> None:
     assert finding is not None and finding.code == "file-format" and finding.fix is not None
 
 
-CALL = {
+TRUE_CALL = {
     "role": "assistant",
     "content": "",
     "tool_calls": [
@@ -310,14 +310,14 @@ CALL = {
 
 def test_an_empty_tool_result_is_accepted_as_trainers_accept_it() -> None:
     """A command that printed nothing: OpenAI's format and the cookbook take `"content": ""` on a tool message."""
-    silent = row(USER, CALL, {"role": "tool", "tool_call_id": "c1", "content": ""}, ASSISTANT)
+    silent = row(USER, TRUE_CALL, {"role": "tool", "tool_call_id": "c1", "content": ""}, ASSISTANT)
     assert codes(silent) == []
     report = validate_text(silent + "\n" + silent.replace("hello", "bye") + "\n")
     assert report.ok and not [f for f in report.findings if f.severity == "error"]
     # Null is still not content, and other roles still need text.
-    assert codes(row(USER, CALL, {"role": "tool", "tool_call_id": "c1", "content": None}, ASSISTANT)) == [
-        "content-type"
-    ]
+    assert codes(
+        row(USER, TRUE_CALL, {"role": "tool", "tool_call_id": "c1", "content": None}, ASSISTANT)
+    ) == ["content-type"]
     assert codes(row({"role": "user", "content": ""}, ASSISTANT)) == ["content-empty"]
 
 
@@ -332,8 +332,8 @@ def test_a_trained_answer_with_no_user_message_before_it_is_an_error_at_that_mes
     report = validate_text(row(USER, ASSISTANT) + "\n" + unprompted + "\n")
     assert [(f.line, f.code) for f in report.findings] == [(2, "no-user-turn")]
     # With tools (the lenient fast path) and when only a later answer is trained, as the trainer reads weights.
-    assert codes(row(system, CALL, {"role": "tool", "tool_call_id": "c1", "content": "x"}, ASSISTANT)) == [
-        "no-user-turn"
-    ]
+    assert codes(
+        row(system, TRUE_CALL, {"role": "tool", "tool_call_id": "c1", "content": "x"}, ASSISTANT)
+    ) == ["no-user-turn"]
     assert codes(row({**ASSISTANT, "weight": 0}, USER, {**ASSISTANT, "weight": 1})) == []
     assert codes(row(USER, {**ASSISTANT, "weight": 1})) == []
