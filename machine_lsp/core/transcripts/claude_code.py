@@ -134,6 +134,7 @@ class _Reader:
         self.result_nodes: dict[str, Node] = {}  # tool_use id -> the user line holding its result
         self.groups: dict[str, list[Node]] = {}  # message.id -> its assistant lines, in file order
         self._message_ids: set[str] = set()
+        self._answered: set[str] | None = None  # lines some assistant line comes after (see _is_leaf)
 
     def read(self) -> TurnList:
         objects = json_objects(self.text, self.uri, self.result)
@@ -204,7 +205,28 @@ class _Reader:
                     self.tool_names[block["id"]] = str(block.get("name") or "")
 
     def _is_leaf(self, node: Node) -> bool:
-        return not self.children.get(node.uuid)
+        """No reply follows this line: only progress, hook or attachment lines (a dispatched sub-agent still running),
+        tool results the model never answered, or nothing."""
+        if self._answered is None:
+            self._answered = set()
+            for other in self.nodes.values():
+                if other.type != "assistant":
+                    continue
+                current = other.parent
+                while current is not None and current not in self._answered:
+                    self._answered.add(current)
+                    parent = self.nodes.get(current)
+                    current = parent.parent if parent is not None else None
+        return node.uuid not in self._answered
+
+    def _unanswered_calls(self, members: list[Node]) -> list[str]:
+        """`name (line N)` of the tool calls in this reply whose results never came back."""
+        return [
+            f"{block.get('name') or 'a tool'} call (line {node.line})"
+            for node in members
+            for block in blocks(node.message.get("content"))
+            if block.get("type") == "tool_use" and block.get("id") not in self.result_nodes
+        ]
 
     def _has_tool_use(self, members: list[Node]) -> bool:
         return any(b.get("type") == "tool_use" for n in members for b in blocks(n.message.get("content")))
@@ -412,6 +434,14 @@ class _Reader:
         last = members[-1]
         base, segment, segment_warnings = self._conversation(last)
         warnings = _unique([*base.warnings, *segment_warnings])
+        if self._has_tool_use(members) and self._is_leaf(last):
+            unanswered = self._unanswered_calls(members)
+            warnings.append(
+                f"the session ends on an unanswered {', '.join(unanswered)}: this turn is the reply up to the call"
+                if unanswered
+                else "the session ends on tool results the model never answered: this turn is the reply up to the "
+                "calls"
+            )
         if last.is_api_error:
             # The error line adds nothing to later context; it is still the answer of its own (blocked) turn.
             history = segment
