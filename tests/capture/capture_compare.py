@@ -121,6 +121,8 @@ def sent_conversation(recorded: Recorded) -> list[dict[str, Any]]:
                 if isinstance(output, list):
                     output = "\n".join(p.get("text", "") for p in output)
                 out.append({"role": "tool", "content": output, "tool_call_id": item["call_id"]})
+    elif recorded.api == "chat":
+        out.extend(_chat_conversation(body["messages"]))
     else:
         raise ValueError(f"no comparison for {recorded.api}")
     calls = [_call(call_id, name, arguments) for call_id, name, arguments in reply.calls()]
@@ -153,3 +155,37 @@ def text_turns(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for m in conversation
         if m["role"] == "user" or (m["role"] == "assistant" and not m.get("tool_calls") and m["content"])
     ]
+
+
+def _chat_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"]
+            for p in content
+            if p.get("type") == "text" and not p["text"].lstrip().startswith("<system-reminder>")
+        )
+    return content or ""
+
+
+def _chat_conversation(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A Chat Completions request's conversation (Qwen Code: system prompt and reminder parts left out)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        if role == "user":
+            out.append({"role": "user", "content": _chat_text(message["content"])})
+        elif role == "assistant":
+            calls = [
+                _call(c["id"], c["function"]["name"], c["function"]["arguments"])
+                for c in message.get("tool_calls") or []
+            ]
+            out.append(_assistant(_chat_text(message.get("content")), calls))
+        elif role == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "content": _chat_text(message["content"]),
+                    "tool_call_id": message["tool_call_id"],
+                }
+            )
+    return out

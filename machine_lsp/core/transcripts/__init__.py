@@ -1,7 +1,8 @@
 """Transcript adapters: a conversation file -> the assistant turns in it that can be tagged.
 
 Formats, picked by sniffing the first few non-blank lines (an adapter's `sniff_lines`, else `sniff` on the first
-line): Pi session logs (a `{"type":"session"}` header), Claude Code session logs (uuid/parentUuid lines, possibly
+line): Pi session logs (a `{"type":"session"}` header), Qwen Code session logs (a uuid tree of Gemini `parts`),
+Claude Code session logs (uuid/parentUuid lines, possibly
 after summary/snapshot/queue lines), Codex rollouts (`session_meta` / `response_item` lines) and chat JSONL
 (`{"messages": [...]}` per line). A file none of them claims, whose first lines are objects without `messages`,
 gets one message naming what it looks like and what is supported instead of an error on every line. Another
@@ -29,6 +30,7 @@ from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
 from machine_lsp.core.transcripts.codex import CodexAdapter
 from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter, is_opencode_db, load_db_turns
 from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
+from machine_lsp.core.transcripts.qwen_code import QwenCodeAdapter
 
 __all__ = [
     "ADAPTERS",
@@ -46,6 +48,7 @@ __all__ = [
 # Most specific first: the chat adapter takes anything the others do not claim.
 ADAPTERS: list[TranscriptAdapter] = [
     PiSessionAdapter(),
+    QwenCodeAdapter(),  # a uuid/parentUuid tree like Claude Code's, with Gemini `parts`: before Claude Code
     ClaudeCodeAdapter(),
     CodexAdapter(),
     ChatJsonlAdapter(),
@@ -56,7 +59,7 @@ SUPPORTED = (
     'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
     "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
     ", OpenCode (opencode.db, `opencode export` JSON), Letta Code (~/.letta/lc-local-backend/conversations/"
-    "<id>/messages.jsonl)"
+    "<id>/messages.jsonl), Qwen Code (~/.qwen/projects/<cwd>/chats/<session>.jsonl)"
 )
 
 
@@ -165,7 +168,9 @@ def is_assistant_entry(obj: object) -> bool:
     message = obj.get("message")
     if obj.get("type") == "message" and isinstance(message, dict):  # Pi
         return message.get("role") == "assistant"
-    if obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj:  # Claude Code
+    if (
+        obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj
+    ):  # Claude Code, Qwen Code
         return True
     payload = obj.get("payload")
     if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
