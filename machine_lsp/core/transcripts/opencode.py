@@ -46,6 +46,7 @@ from machine_lsp.core.schema import (
 )
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
+from machine_lsp.core.transcripts.unknown import describe_object
 
 HARNESS = "opencode"
 CHECKED_VERSION = "1.18.33"
@@ -54,6 +55,17 @@ _COMPACTION_PROMPT = "What did we do so far?"
 _SUBTASK_PROMPT = "The following tool was executed by the user"
 _INTERRUPTED = "[Tool execution was interrupted]"
 _CLEARED = "[Old tool result content cleared]"
+
+
+def _not_an_export(document: Any) -> str:
+    """A whole JSON document that is not an `opencode export`: what it looks like, when that is known."""
+    looks = "a JSON document, but not an OpenCode session export"
+    if isinstance(document, dict) and not describe_object(document).startswith("unknown"):
+        looks = f"a JSON document that {describe_object(document)}, not an OpenCode session export"
+    return (
+        f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: chat JSONL, Pi / Letta '
+        "Code / Claude Code / Codex / Qwen Code session logs, OpenCode exports and opencode.db"
+    )
 
 
 class OpenCodeExportAdapter:
@@ -84,13 +96,13 @@ class OpenCodeExportAdapter:
             result.problems.append(TranscriptError(uri, "JSON nested too deeply to read", 1, 1))
             return result
         if not _is_export(document):
+            result.adapter = (
+                "unknown"  # nobody's format: every line of it gets this answer (transcripts.turn_at)
+            )
             result.problems.append(
                 TranscriptError(
                     uri,
-                    "a JSON document, but not an OpenCode session export "
-                    '(`opencode export <id>`: {"info": ..., "messages": [...]}); '
-                    "supported: chat JSONL, Pi / Letta Code / Claude Code / Codex session logs, "
-                    "OpenCode exports and opencode.db",
+                    _not_an_export(document),
                     1,
                     1,
                 )
