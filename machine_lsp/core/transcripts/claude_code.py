@@ -515,6 +515,9 @@ class _Reader:
         )
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
+        if self._has_tool_use(members) and has_text:
+            # Its text announces calls that never came back: as a final answer it would teach stopping there.
+            return "the session ends on this reply's tool calls, unanswered: tag it with --trace to keep the calls"
         if has_text:
             return None
         if self._has_tool_use(members):

@@ -217,10 +217,13 @@ class _Reader:
             if isinstance(answer.content, str)
             else any(isinstance(part, TextPart) and part.text for part in answer.content)
         )
+        if self.trace:
+            return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
+        if _calls(obj) and has_text:
+            # Its text announces calls nothing answered: as a final answer it would teach stopping there.
+            return "the session ends on this reply's tool calls, unanswered: tag it with --trace to keep the calls"
         if has_text:
             return None
-        if self.trace:
-            return None if answer.tool_calls else "the reply is empty: nothing to train on"
         if _calls(obj):
             return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
         return "the reply has no text: nothing to train on"
