@@ -134,7 +134,7 @@ class _Reader:
         self.result_nodes: dict[str, Node] = {}  # tool_use id -> the user line holding its result
         self.groups: dict[str, list[Node]] = {}  # message.id -> its assistant lines, in file order
         self._message_ids: set[str] = set()
-        self._answered: set[str] | None = None  # lines some assistant line comes after (see _is_leaf)
+        self._last_reply_line = 0  # the line of the conversation's last assistant line
 
     def read(self) -> TurnList:
         objects = json_objects(self.text, self.uri, self.result)
@@ -164,6 +164,7 @@ class _Reader:
             return self.result
         for node in chosen:
             self._add(node)
+        self._last_reply_line = max((n.line for n in self.nodes.values() if n.type == "assistant"), default=0)
         groups: dict[str, list[Node]] = defaultdict(list)
         for node in self.nodes.values():
             if node.type == "assistant":
@@ -204,20 +205,10 @@ class _Reader:
                 if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                     self.tool_names[block["id"]] = str(block.get("name") or "")
 
-    def _is_leaf(self, node: Node) -> bool:
-        """No reply follows this line: only progress, hook or attachment lines (a dispatched sub-agent still running),
-        tool results the model never answered, or nothing."""
-        if self._answered is None:
-            self._answered = set()
-            for other in self.nodes.values():
-                if other.type != "assistant":
-                    continue
-                current = other.parent
-                while current is not None and current not in self._answered:
-                    self._answered.add(current)
-                    parent = self.nodes.get(current)
-                    current = parent.parent if parent is not None else None
-        return node.uuid not in self._answered
+    def _ends_session(self, members: list[Node]) -> bool:
+        """Nothing follows this message: no line under its last line, or it holds the session's last reply (a call
+        with only progress lines under it: a dispatched sub-agent still running when the log ends)."""
+        return not self.children.get(members[-1].uuid) or members[-1].line >= self._last_reply_line
 
     def _unanswered_calls(self, members: list[Node]) -> list[str]:
         """`name (line N)` of the tool calls in this reply whose results never came back."""
@@ -235,7 +226,7 @@ class _Reader:
         if self.trace:
             return True
         # An intermediate tool-calling step belongs to the exchange whose final reply comes later.
-        return not self._has_tool_use(members) or self._is_leaf(members[-1])
+        return not self._has_tool_use(members) or self._ends_session(members)
 
     # -- conversations -----------------------------------------------------------------------------------------
 
@@ -434,7 +425,7 @@ class _Reader:
         last = members[-1]
         base, segment, segment_warnings = self._conversation(last)
         warnings = _unique([*base.warnings, *segment_warnings])
-        if self._has_tool_use(members) and self._is_leaf(last):
+        if self._has_tool_use(members) and self._ends_session(members):
             unanswered = self._unanswered_calls(members)
             warnings.append(
                 f"the session ends on an unanswered {', '.join(unanswered)}: this turn is the reply up to the call"
