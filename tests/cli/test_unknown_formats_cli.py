@@ -76,6 +76,14 @@ SHAPES = {
     ),
     "aider-llm": ("llm.history", "TO LLM 2026-01-01T10:00:00\n-------\nSYSTEM Act as an expert.\n", "Aider"),
     "text": ("notes.txt", "just some words\nand more words\n", "not a JSON lines file"),
+    "events": (
+        "events.jsonl",
+        _jsonl(
+            {"type": "turn.started", "sessionId": "s1", "at": 1},
+            {"type": "turn.ended", "sessionId": "s1", "at": 2},
+        ),
+        "unknown JSONL: the first line has keys type, sessionId, at",
+    ),
 }
 
 

@@ -89,8 +89,10 @@ def looks_like_claude_code(obj: Any) -> bool:
         return "leafUuid" in obj
     if kind == "file-history-snapshot":
         return "messageId" in obj and "snapshot" in obj
-    # Bookkeeping lines come and go between versions; they all name the session.
-    return (kind in _BOOKKEEPING_TYPES or "messages" not in obj) and isinstance(obj.get("sessionId"), str)
+    # Bookkeeping lines name the session. Only known kinds claim a file: any other object with a `type` and a
+    # `sessionId` (another agent's event log) would be named a Claude Code log that then holds nothing. A log that
+    # opens with a new kind is still claimed by the conversation lines among the first SNIFF_LINES.
+    return kind in _BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
 
 
 class ClaudeCodeAdapter:
