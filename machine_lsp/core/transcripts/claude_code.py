@@ -18,9 +18,8 @@ are not part of it. How the harness's own request is rebuilt from the path:
   (`isCompactSummary`) holds the summary and is the user message that starts the new context.
 - Injected context is never a user turn: attachment lines (rendered as `<system-reminder>` text), meta lines
   (`isMeta`), `<system-reminder>` parts of a user message, local-command echoes and interruption markers.
-- A slash command sent to the model (a custom command in `.claude/commands/`, a skill: `<command-name>` tags, then
-  an `isMeta` line with the expanded text) is the user turn: the command as typed, then its expanded text, in one
-  message as Claude Code sends them. A command Claude Code runs itself (`/compact`, `/exit`) stays injected. Plain
+- A slash command sent to the model (`.claude/commands/`, a skill) is the user turn: the command as typed, then its
+  expanded text (the `isMeta` line), as Claude Code sends them. Commands it runs itself (`/compact`) stay injected. Plain
   tags drop it; `--trace` keeps it as `system` messages where the log records it (the one rule all harness
   adapters follow, docs/CAPTURE.md).
 - A user message that is only `tool_result` parts is not a user turn. Thinking blocks only with `--thinking`.
@@ -51,10 +50,10 @@ from machine_lsp.core.transcripts.claude_code_lines import (
     Node,
     add_blocks,
     blocks,
-    is_local_output,
+    command_expansion,
     plain_text,
     text_turns,
-    typed_command,
+    unanswered_calls,
     user_items,
 )
 
@@ -211,15 +210,6 @@ class _Reader:
         """Nothing follows this message: no line under its last line, or it holds the session's last reply (a call
         with only progress lines under it: a dispatched sub-agent still running when the log ends)."""
         return not self.children.get(members[-1].uuid) or members[-1].line >= self._last_reply_line
-
-    def _unanswered_calls(self, members: list[Node]) -> list[str]:
-        """`name (line N)` of the tool calls in this reply whose results never came back."""
-        return [
-            f"{block.get('name') or 'a tool'} call (line {node.line})"
-            for node in members
-            for block in blocks(node.message.get("content"))
-            if block.get("type") == "tool_use" and block.get("id") not in self.result_nodes
-        ]
 
     def _has_tool_use(self, members: list[Node]) -> bool:
         return any(b.get("type") == "tool_use" for n in members for b in blocks(n.message.get("content")))
@@ -396,21 +386,7 @@ class _Reader:
         return user_items(node, content, self.tool_names, warnings, self._command_expansion(node))
 
     def _command_expansion(self, node: Node) -> str | None:
-        """For a user line holding a slash command that was sent to the model (a custom command or a skill): the
-        text it expanded to (the `isMeta` line under it; "" when there is none). None for any other line and for a
-        command Claude Code ran itself (`/compact`, `/exit`: a `<local-command-stdout>` line follows it)."""
-        if node.type != "user" or node.data.get("isMeta"):
-            return None
-        texts = [
-            str(b.get("text") or "") for b in blocks(node.message.get("content")) if b.get("type") == "text"
-        ]
-        if not any(typed_command(text) is not None for text in texts):
-            return None
-        children = [child for child in self.children.get(node.uuid, []) if child.type == "user"]
-        if any(is_local_output(plain_text(child.message.get("content"))) for child in children):
-            return None
-        expansion = next((child for child in children if child.data.get("isMeta")), None)
-        return plain_text(expansion.message.get("content")) if expansion is not None else ""
+        return command_expansion(node, self.children.get(node.uuid, []))
 
     def _preserved(self, summary: Node) -> list[Node]:
         boundary = self.nodes.get(summary.parent or "")
@@ -428,13 +404,7 @@ class _Reader:
         base, segment, segment_warnings = self._conversation(last)
         warnings = _unique([*base.warnings, *segment_warnings])
         if self._has_tool_use(members) and self._ends_session(members):
-            unanswered = self._unanswered_calls(members)
-            warnings.append(
-                f"the session ends on an unanswered {', '.join(unanswered)}: this turn is the reply up to the call"
-                if unanswered
-                else "the session ends on tool results the model never answered: this turn is the reply up to the "
-                "calls"
-            )
+            warnings.append(unanswered_calls(members, self.result_nodes))
         if last.is_api_error:
             # The error line adds nothing to later context; it is still the answer of its own (blocked) turn.
             history = segment

@@ -47,6 +47,36 @@ def is_local_output(text: str) -> bool:
     return text.lstrip().startswith(_LOCAL_OUTPUT)
 
 
+def command_expansion(node: Node, children: list[Node]) -> str | None:
+    """For a user line holding a slash command that was sent to the model (a custom command or a skill): the text
+    it expanded to (the `isMeta` line under it; "" when there is none). None for any other line and for a command
+    Claude Code ran itself (`/compact`, `/exit`: a `<local-command-stdout>` line follows it)."""
+    if node.type != "user" or node.data.get("isMeta"):
+        return None
+    texts = [str(b.get("text") or "") for b in blocks(node.message.get("content")) if b.get("type") == "text"]
+    if not any(typed_command(text) is not None for text in texts):
+        return None
+    users = [child for child in children if child.type == "user"]
+    if any(is_local_output(plain_text(child.message.get("content"))) for child in users):
+        return None
+    expansion = next((child for child in users if child.data.get("isMeta")), None)
+    return plain_text(expansion.message.get("content")) if expansion is not None else ""
+
+
+def unanswered_calls(members: list[Node], answered: dict[str, Any]) -> str:
+    """The warning for a reply the session ended on: its tool calls whose results never came back (not in
+    `answered`), by name and line, or that the model never answered their results."""
+    calls = [
+        f"{block.get('name') or 'a tool'} call (line {node.line})"
+        for node in members
+        for block in blocks(node.message.get("content"))
+        if block.get("type") == "tool_use" and block.get("id") not in answered
+    ]
+    if calls:
+        return f"the session ends on an unanswered {', '.join(calls)}: this turn is the reply up to the call"
+    return "the session ends on tool results the model never answered: this turn is the reply up to the calls"
+
+
 @dataclass
 class Node:
     uuid: str
