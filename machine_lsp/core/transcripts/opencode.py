@@ -46,7 +46,7 @@ from machine_lsp.core.schema import (
 )
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
-from machine_lsp.core.transcripts.unknown import describe_object
+from machine_lsp.core.transcripts.unknown import describe_document
 
 HARNESS = "opencode"
 CHECKED_VERSION = "1.18.33"
@@ -55,17 +55,6 @@ _COMPACTION_PROMPT = "What did we do so far?"
 _SUBTASK_PROMPT = "The following tool was executed by the user"
 _INTERRUPTED = "[Tool execution was interrupted]"
 _CLEARED = "[Old tool result content cleared]"
-
-
-def _not_an_export(document: Any) -> str:
-    """A whole JSON document that is not an `opencode export`: what it looks like, when that is known."""
-    looks = "a JSON document, but not an OpenCode session export"
-    if isinstance(document, dict) and not describe_object(document).startswith("unknown"):
-        looks = f"a JSON document that {describe_object(document)}, not an OpenCode session export"
-    return (
-        f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: chat JSONL, Pi / Letta '
-        "Code / Claude Code / Codex / Qwen Code session logs, OpenCode exports and opencode.db"
-    )
 
 
 class OpenCodeExportAdapter:
@@ -102,7 +91,7 @@ class OpenCodeExportAdapter:
             result.problems.append(
                 TranscriptError(
                     uri,
-                    _not_an_export(document),
+                    describe_document(document),
                     1,
                     1,
                 )

@@ -62,3 +62,15 @@ def describe_object(first: dict[str, Any]) -> str:
     if "parentUuid" in first or (isinstance(kind, str) and "sessionId" in first and "uuid" in first):
         return "looks like a Claude Code session log but none of its first lines is a conversation line"
     return f"unknown JSONL: the first line has keys {keys}"
+
+
+def describe_document(document: Any) -> str:
+    """A whole JSON document that is not an `opencode export` (the one JSON-document format read): what it looks
+    like, when that is known."""
+    looks = "a JSON document, but not an OpenCode session export"
+    if isinstance(document, dict) and not describe_object(document).startswith("unknown"):
+        looks = f"a JSON document that {describe_object(document)}, not an OpenCode session export"
+    return (
+        f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: chat JSONL, Pi / Letta '
+        "Code / Claude Code / Codex / Qwen Code session logs, OpenCode exports and opencode.db"
+    )
