@@ -11,6 +11,7 @@ unusual setups can move them):
 | Codex | `$CODEX_HOME` or `~/.codex`, `sessions/YYYY/MM/DD/rollout-*.jsonl` | `session_meta.payload.cwd` |
 | OpenCode | `$XDG_DATA_HOME` or `~/.local/share`, `opencode/opencode.db` | `session.directory` |
 | Letta Code | `$LETTA_LOCAL_BACKEND_DIR` or `~/.letta/lc-local-backend`, `conversations/<id>/messages.jsonl` | header `cwd` |
+| Qwen Code | `~/.qwen`, `projects/<cwd with / -> ->/chats/<sessionId>.jsonl` | each line's `cwd` |
 
 Only a log's first lines are read to place it; turns are counted (the whole log read) for the newest sessions only.
 """
@@ -28,7 +29,7 @@ from machine_lsp.core.schema import text_of
 from machine_lsp.core.transcripts import TranscriptError, Turn, load_turns, turn_at
 from machine_lsp.core.transcripts.opencode import db_sessions, load_db_turns
 
-HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code")
+HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code", "qwen-code")
 _HEAD_BYTES = 256 * 1024  # enough for the first lines of any log (Claude Code's first lines can be long)
 
 
@@ -79,6 +80,10 @@ class Homes:
         return self._dir("XDG_DATA_HOME", self._home() / ".local" / "share") / "opencode" / "opencode.db"
 
     @property
+    def qwen(self) -> Path:
+        return self._home() / ".qwen" / "projects"
+
+    @property
     def letta(self) -> Path:
         return (
             self._dir("LETTA_LOCAL_BACKEND_DIR", self._home() / ".letta" / "lc-local-backend")
@@ -104,6 +109,7 @@ def find_sessions(
         "codex": _codex_sessions,
         "opencode": _opencode_sessions,
         "letta-code": _letta_sessions,
+        "qwen-code": _qwen_sessions,
     }
     for name, finder in finders.items():
         if harness is not None and name != harness:
@@ -199,8 +205,17 @@ def _letta_sessions(homes: Homes) -> Iterator[Session]:
         yield _file_session("letta-code", path, header.get("id") or path.parent.name, header.get("cwd"))
 
 
+def _qwen_sessions(homes: Homes) -> Iterator[Session]:
+    yield from _tree_sessions("qwen-code", _glob(homes.qwen, "*/chats/*.jsonl"))
+
+
 def _claude_sessions(homes: Homes) -> Iterator[Session]:
-    for path in _glob(homes.claude, "*/*.jsonl"):
+    yield from _tree_sessions("claude-code", _glob(homes.claude, "*/*.jsonl"))
+
+
+def _tree_sessions(harness: str, paths: list[Path]) -> Iterator[Session]:
+    """Claude Code's and Qwen Code's logs: the first line naming a `cwd` places the session."""
+    for path in paths:
         cwd = None
         session_id = path.stem
         for obj in _head_objects(path):
@@ -210,7 +225,7 @@ def _claude_sessions(homes: Homes) -> Iterator[Session]:
                     session_id = obj["sessionId"]
                 break
         if cwd is not None:
-            yield _file_session("claude-code", path, session_id, cwd)
+            yield _file_session(harness, path, session_id, cwd)
 
 
 def _codex_sessions(homes: Homes) -> Iterator[Session]:

@@ -128,6 +128,12 @@ class AgentRun:
     def _env_pi(self) -> dict[str, str]:
         return {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}
 
+    def _configure_qwen_code(self) -> None:
+        pass  # environment variables and flags only
+
+    def _env_qwen_code(self) -> dict[str, str]:
+        return {"OPENAI_BASE_URL": f"{self.endpoint.base_url}/v1", "OPENAI_API_KEY": "dummy"}
+
     # -- running ---------------------------------------------------------------------------------------------
 
     def argv(self, prompt: str, resume: bool, allowed_tools: tuple[str, ...] = ()) -> list[str]:
@@ -145,6 +151,9 @@ class AgentRun:
             return [exe, "exec", *flags, prompt]
         if self.name == "pi":
             return [exe, *(["-c"] if resume else []), "-p", prompt]
+        if self.name == "qwen-code":
+            # `--yolo`: run tools without asking (there is no terminal to ask on).
+            return [exe, "--auth-type", "openai", "-m", MODEL, "--yolo", *(["-c"] if resume else []), prompt]
         raise ValueError(f"no runner for agent {self.name}")
 
     def run(
@@ -179,6 +188,8 @@ class AgentRun:
             found = list((self.home / ".codex" / "sessions").glob("*/*/*/rollout-*.jsonl"))
         elif self.name == "pi":
             found = list((self.home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
+        elif self.name == "qwen-code":
+            found = list((self.home / ".qwen" / "projects").glob("*/chats/*.jsonl"))
         else:
             found = []
         return sorted(found, key=lambda path: path.stat().st_mtime_ns)

@@ -18,6 +18,10 @@ _CODEX_INJECTED = re.compile(
     r"^\s*(<(environment_context|user_instructions|skills_instructions|permissions instructions|turn_aborted)\b"
     r"|# AGENTS\.md instructions)"
 )
+# A slash command the user typed, as Claude Code sends it: `<command-message>`/`<command-name>`/`<command-args>`.
+_CLAUDE_COMMAND = re.compile(
+    r"<command-name>(.*?)</command-name>(?:.*?<command-args>(.*?)</command-args>)?", re.S
+)
 _CLAUDE_INJECTED = (
     "<system-reminder>",
     "<local-command-caveat>",
@@ -38,6 +42,22 @@ def _assistant(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     if calls:
         message["tool_calls"] = calls
     return message
+
+
+def _is_command(text: str) -> bool:
+    return text.lstrip().startswith(("<command-message>", "<command-name>")) and bool(
+        _CLAUDE_COMMAND.search(text)
+    )
+
+
+def _typed(text: str) -> str:
+    """A text part as the user typed it: a slash command's tags become `/name args`."""
+    if not _is_command(text):
+        return text
+    match = _CLAUDE_COMMAND.search(text)
+    assert match is not None
+    name, args = match.group(1).strip(), (match.group(2) or "").strip()
+    return f"{name} {args}" if args else name
 
 
 def sent_conversation(recorded: Recorded) -> list[dict[str, Any]]:
@@ -63,12 +83,20 @@ def sent_conversation(recorded: Recorded) -> list[dict[str, Any]]:
                         out.append(
                             {"role": "tool", "content": result or "", "tool_call_id": part["tool_use_id"]}
                         )
+                # A command Claude Code ran itself (`/compact`) is sent with its output: context, not a request.
+                local = any(
+                    p["type"] == "text" and p["text"].lstrip().startswith("<local-command-stdout>")
+                    for p in parts
+                )
                 typed = [
-                    p["text"]
+                    _typed(p["text"])
                     for p in parts
                     if p["type"] == "text"
                     and p["text"]
-                    and not p["text"].lstrip().startswith(_CLAUDE_INJECTED)
+                    and (
+                        (_is_command(p["text"]) and not local)
+                        or not p["text"].lstrip().startswith(_CLAUDE_INJECTED)
+                    )
                 ]
                 if typed:
                     out.append({"role": "user", "content": "\n".join(typed)})
@@ -93,6 +121,8 @@ def sent_conversation(recorded: Recorded) -> list[dict[str, Any]]:
                 if isinstance(output, list):
                     output = "\n".join(p.get("text", "") for p in output)
                 out.append({"role": "tool", "content": output, "tool_call_id": item["call_id"]})
+    elif recorded.api == "chat":
+        out.extend(_chat_conversation(body["messages"]))
     else:
         raise ValueError(f"no comparison for {recorded.api}")
     calls = [_call(call_id, name, arguments) for call_id, name, arguments in reply.calls()]
@@ -125,3 +155,37 @@ def text_turns(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for m in conversation
         if m["role"] == "user" or (m["role"] == "assistant" and not m.get("tool_calls") and m["content"])
     ]
+
+
+def _chat_text(content: Any) -> str:
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"]
+            for p in content
+            if p.get("type") == "text" and not p["text"].lstrip().startswith("<system-reminder>")
+        )
+    return content or ""
+
+
+def _chat_conversation(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A Chat Completions request's conversation (Qwen Code: system prompt and reminder parts left out)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        if role == "user":
+            out.append({"role": "user", "content": _chat_text(message["content"])})
+        elif role == "assistant":
+            calls = [
+                _call(c["id"], c["function"]["name"], c["function"]["arguments"])
+                for c in message.get("tool_calls") or []
+            ]
+            out.append(_assistant(_chat_text(message.get("content")), calls))
+        elif role == "tool":
+            out.append(
+                {
+                    "role": "tool",
+                    "content": _chat_text(message["content"]),
+                    "tool_call_id": message["tool_call_id"],
+                }
+            )
+    return out

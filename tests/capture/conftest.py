@@ -72,7 +72,7 @@ def _two_prompt_session(name: str, tmp_path_factory: pytest.TempPathFactory) -> 
     with ModelEndpoint() as served:
         run = AgentRun(name, tmp_path_factory.mktemp(name), served)
         # Project instructions the harness injects into the context (never a user turn in a tag).
-        for instructions in ("AGENTS.md", "CLAUDE.md"):
+        for instructions in ("AGENTS.md", "CLAUDE.md", "QWEN.md"):
             (run.project / instructions).write_text(PROJECT_INSTRUCTIONS)
         run.run(TEXT_PROMPT)
         run.run(TOOL_PROMPT, resume=True)
@@ -94,6 +94,11 @@ def codex_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSes
 @pytest.fixture(scope="session")
 def pi_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSession]:
     yield from _two_prompt_session("pi", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def qwen_code_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSession]:
+    yield from _two_prompt_session("qwen-code", tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

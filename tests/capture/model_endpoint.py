@@ -203,9 +203,12 @@ def _chat_reply(endpoint: ModelEndpoint, body: dict[str, Any]) -> Reply:
         for t in body.get("tools") or []
         if isinstance(t, dict) and isinstance(t.get("function"), dict)
     ]
+    content = newest_user.get("content")
+    if isinstance(content, list):  # Qwen Code puts <system-reminder> parts before the prompt: look past them
+        content = [p for p in content if not str(p.get("text", "")).lstrip().startswith("<system-reminder>")]
     return choose_reply(
         endpoint,
-        newest_user_text=_text_of(newest_user.get("content")),
+        newest_user_text=_text_of(content),
         ends_in_tool_result=last.get("role") == "tool",
         tool_output=_text_of(last.get("content")),
         tools=tools,

@@ -73,3 +73,32 @@ async def test_code_actions_and_hover_on_a_real_claude_code_log(
     await asyncio.sleep(0.3)
     assert not client.diagnostics.get(uri)
     assert json.loads(text.splitlines()[0])["type"] == "queue-operation"
+
+
+async def test_code_actions_on_a_real_qwen_code_log(
+    vscode: LanguageClient, qwen_code_session: AgentSession
+) -> None:
+    """Qwen Code's log (a uuid tree like Claude Code's): actions on its lines tag as qwen-code, no diagnostics."""
+    client = vscode
+    text = qwen_code_session.log.read_text()
+    uri = open_doc(client, client.root / "qwen.jsonl", text)
+    final = next(
+        r
+        for r in qwen_code_session.endpoint.model_requests("chat")
+        if r.reply and r.reply.text == "The command printed: hi"
+    )
+    line0 = next(
+        i
+        for i, line in enumerate(text.splitlines())
+        if '"type":"assistant"' in line and "The command printed: hi" in line
+    )
+    actions = await code_actions(client, uri, line0)
+    await run_action(client, titled(actions, "Tag entry as good"))
+    await run_action(client, titled(actions, "Tag as good with full trace"))
+    plain, traced = store_rows(client.root)
+    assert plain["messages"] == text_turns(sent_conversation(final))
+    assert record_conversation(traced["messages"]) == sent_conversation(final)
+    assert traced["source"]["harness"] == "qwen-code" and traced["source"]["line"] == line0 + 1
+    assert not await code_actions(client, uri, 1)  # a system (telemetry) line offers no tag action
+    await asyncio.sleep(0.3)
+    assert not client.diagnostics.get(uri)

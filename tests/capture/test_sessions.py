@@ -24,7 +24,13 @@ from machine_lsp.core.schema import text_of
 from machine_lsp.core.sessions import Homes, find_sessions, resolve_from
 from machine_lsp.core.transcripts import TranscriptError
 
-ORDER = ("pi", "codex", "claude-code", "opencode")  # run in this order: the last one is the newest session
+ORDER = (
+    "pi",
+    "codex",
+    "claude-code",
+    "qwen-code",
+    "opencode",
+)  # run in this order: the last one is the newest session
 
 
 class World(msgspec.Struct):
@@ -140,4 +146,5 @@ def test_homes_follow_the_environment(tmp_path: Path) -> None:
     assert homes.opencode == tmp_path / "d/opencode/opencode.db"
     assert homes.claude == tmp_path / ".claude/projects"
     assert homes.letta == tmp_path / ".letta/lc-local-backend/conversations"
+    assert homes.qwen == tmp_path / ".qwen/projects"
     assert Homes({"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": "/c"}).claude == Path("/c/projects")

@@ -297,3 +297,43 @@ def test_an_array_of_rows_on_one_line_is_a_file_finding() -> None:
     text = json.dumps(ROWS)
     finding = diagnose_lines([text])
     assert finding is not None and finding.code == "file-format" and finding.fix is not None
+
+
+TRUE_CALL = {
+    "role": "assistant",
+    "content": "",
+    "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": '{"cmd": "true"}'}}
+    ],
+}
+
+
+def test_an_empty_tool_result_is_accepted_as_trainers_accept_it() -> None:
+    """A command that printed nothing: OpenAI's format and the cookbook take `"content": ""` on a tool message."""
+    silent = row(USER, TRUE_CALL, {"role": "tool", "tool_call_id": "c1", "content": ""}, ASSISTANT)
+    assert codes(silent) == []
+    report = validate_text(silent + "\n" + silent.replace("hello", "bye") + "\n")
+    assert report.ok and not [f for f in report.findings if f.severity == "error"]
+    # Null is still not content, and other roles still need text.
+    assert codes(
+        row(USER, TRUE_CALL, {"role": "tool", "tool_call_id": "c1", "content": None}, ASSISTANT)
+    ) == ["content-type"]
+    assert codes(row({"role": "user", "content": ""}, ASSISTANT)) == ["content-empty"]
+
+
+def test_a_trained_answer_with_no_user_message_before_it_is_an_error_at_that_message() -> None:
+    system = {"role": "system", "content": "Be brief."}
+    unprompted = row(system, ASSISTANT)
+    [finding] = check_line(unprompted, 3, "train").findings
+    assert finding.code == "no-user-turn" and finding.severity == "error"
+    assert (finding.line, finding.column) == (3, unprompted.index('{"role": "assistant"') + 1)
+    assert "no user message before the trained assistant message 2" in finding.message
+    # The file pass (its batched plain-row shortcut) finds it too, on the right line.
+    report = validate_text(row(USER, ASSISTANT) + "\n" + unprompted + "\n")
+    assert [(f.line, f.code) for f in report.findings] == [(2, "no-user-turn")]
+    # With tools (the lenient fast path) and when only a later answer is trained, as the trainer reads weights.
+    assert codes(
+        row(system, TRUE_CALL, {"role": "tool", "tool_call_id": "c1", "content": "x"}, ASSISTANT)
+    ) == ["no-user-turn"]
+    assert codes(row({**ASSISTANT, "weight": 0}, USER, {**ASSISTANT, "weight": 1})) == []
+    assert codes(row(USER, {**ASSISTANT, "weight": 1})) == []

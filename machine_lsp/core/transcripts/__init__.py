@@ -1,7 +1,8 @@
 """Transcript adapters: a conversation file -> the assistant turns in it that can be tagged.
 
 Formats, picked by sniffing the first few non-blank lines (an adapter's `sniff_lines`, else `sniff` on the first
-line): Pi session logs (a `{"type":"session"}` header), Claude Code session logs (uuid/parentUuid lines, possibly
+line): Pi session logs (a `{"type":"session"}` header), Qwen Code session logs (a uuid tree of Gemini `parts`),
+Claude Code session logs (uuid/parentUuid lines, possibly
 after summary/snapshot/queue lines), Codex rollouts (`session_meta` / `response_item` lines) and chat JSONL
 (`{"messages": [...]}` per line). A file none of them claims, whose first lines are objects without `messages`,
 gets one message naming what it looks like and what is supported instead of an error on every line. Another
@@ -29,6 +30,8 @@ from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
 from machine_lsp.core.transcripts.codex import CodexAdapter
 from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter, is_opencode_db, load_db_turns
 from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
+from machine_lsp.core.transcripts.qwen_code import QwenCodeAdapter
+from machine_lsp.core.transcripts.unknown import describe_object, describe_text
 
 __all__ = [
     "ADAPTERS",
@@ -46,6 +49,7 @@ __all__ = [
 # Most specific first: the chat adapter takes anything the others do not claim.
 ADAPTERS: list[TranscriptAdapter] = [
     PiSessionAdapter(),
+    QwenCodeAdapter(),  # a uuid/parentUuid tree like Claude Code's, with Gemini `parts`: before Claude Code
     ClaudeCodeAdapter(),
     CodexAdapter(),
     ChatJsonlAdapter(),
@@ -56,7 +60,7 @@ SUPPORTED = (
     'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
     "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
     ", OpenCode (opencode.db, `opencode export` JSON), Letta Code (~/.letta/lc-local-backend/conversations/"
-    "<id>/messages.jsonl)"
+    "<id>/messages.jsonl), Qwen Code (~/.qwen/projects/<cwd>/chats/<session>.jsonl)"
 )
 
 
@@ -165,7 +169,9 @@ def is_assistant_entry(obj: object) -> bool:
     message = obj.get("message")
     if obj.get("type") == "message" and isinstance(message, dict):  # Pi
         return message.get("role") == "assistant"
-    if obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj:  # Claude Code
+    if (
+        obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj
+    ):  # Claude Code, Qwen Code
         return True
     payload = obj.get("payload")
     if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
@@ -218,9 +224,14 @@ def pick_adapter(head: list[str]) -> TranscriptAdapter | None:
 
 
 def _unknown_format(head: list[str], uri: str) -> TranscriptError | None:
-    """One clear error for a file whose first lines are JSON objects that are neither chat rows nor a known log."""
+    """One clear error for a file that is neither chat rows nor a known log: its first lines are JSON objects
+    without `messages`, or it is not JSON at all (markdown, plain text)."""
     import msgspec
 
+    if head:
+        not_json = describe_text(head[0])
+        if not_json is not None:
+            return TranscriptError(uri, f"{not_json}; supported: {SUPPORTED}", 1, 1)
     objects = []
     for line in head:
         try:
@@ -231,21 +242,7 @@ def _unknown_format(head: list[str], uri: str) -> TranscriptError | None:
         return None
     if any("messages" in obj for obj in objects):
         return None
-    first = objects[0]
-    keys = ", ".join(list(first)[:8]) or "none"
-    if "prompt" in first and ("completion" in first or len(first) <= 2):
-        looks = "looks like prompt/completion rows (keys: " + keys + "), not chat rows"
-    elif "conversations" in first:
-        looks = "looks like ShareGPT rows (a `conversations` list), not chat rows"
-    elif first.get("type") == "session" or "parentId" in first:
-        looks = 'looks like a Pi session log but its first line is not the {"type":"session"} header'
-    elif "payload" in first and "timestamp" in first:
-        looks = f"looks like a Codex rollout but of a kind this version does not know (first line type {first.get('type')!r})"
-    elif "sessionId" in first or "parentUuid" in first:
-        looks = "looks like a Claude Code session log but none of its first lines is a conversation line"
-    else:
-        looks = f"unknown JSONL: the first line has keys {keys}"
-    return TranscriptError(uri, f"{looks}; supported: {SUPPORTED}", 1, 1)
+    return TranscriptError(uri, f"{describe_object(objects[0])}; supported: {SUPPORTED}", 1, 1)
 
 
 def turn_at(turns: list[Turn], line: int | None) -> Turn:
@@ -256,6 +253,8 @@ def turn_at(turns: list[Turn], line: int | None) -> Turn:
     """
     uri = getattr(turns, "uri", "") or (turns[0].source.uri if turns else "")
     problems: list[TranscriptError] = getattr(turns, "problems", [])
+    if getattr(turns, "adapter", None) == "unknown" and problems:
+        raise problems[0]  # a format no adapter reads: that is the answer for every line of it
     line_count: int = getattr(turns, "line_count", 0)
     if line is None:
         last_turn_line = max((turn.end_line for turn in turns), default=0)

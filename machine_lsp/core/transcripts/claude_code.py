@@ -17,7 +17,9 @@ are not part of it. How the harness's own request is rebuilt from the path:
 - Compaction: a `compact_boundary` system line starts a new root (its `parentUuid` is null); the next user line
   (`isCompactSummary`) holds the summary and is the user message that starts the new context.
 - Injected context is never a user turn: attachment lines (rendered as `<system-reminder>` text), meta lines
-  (`isMeta`), `<system-reminder>` parts of a user message, local-command echoes and interruption markers. Plain
+  (`isMeta`), `<system-reminder>` parts of a user message, local-command echoes and interruption markers.
+- A slash command sent to the model (`.claude/commands/`, a skill) is the user turn: the command as typed, then its
+  expanded text (the `isMeta` line), as Claude Code sends them. Commands it runs itself (`/compact`) stay injected. Plain
   tags drop it; `--trace` keeps it as `system` messages where the log records it (the one rule all harness
   adapters follow, docs/CAPTURE.md).
 - A user message that is only `tool_result` parts is not a user turn. Thinking blocks only with `--thinking`.
@@ -48,8 +50,10 @@ from machine_lsp.core.transcripts.claude_code_lines import (
     Node,
     add_blocks,
     blocks,
+    command_expansion,
     plain_text,
     text_turns,
+    unanswered_calls,
     user_items,
 )
 
@@ -84,8 +88,10 @@ def looks_like_claude_code(obj: Any) -> bool:
         return "leafUuid" in obj
     if kind == "file-history-snapshot":
         return "messageId" in obj and "snapshot" in obj
-    # Bookkeeping lines come and go between versions; they all name the session.
-    return (kind in _BOOKKEEPING_TYPES or "messages" not in obj) and isinstance(obj.get("sessionId"), str)
+    # Bookkeeping lines name the session. Only known kinds claim a file: any other object with a `type` and a
+    # `sessionId` (another agent's event log) would be named a Claude Code log that then holds nothing. A log that
+    # opens with a new kind is still claimed by the conversation lines among the first SNIFF_LINES.
+    return kind in _BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
 
 
 class ClaudeCodeAdapter:
@@ -129,6 +135,7 @@ class _Reader:
         self.result_nodes: dict[str, Node] = {}  # tool_use id -> the user line holding its result
         self.groups: dict[str, list[Node]] = {}  # message.id -> its assistant lines, in file order
         self._message_ids: set[str] = set()
+        self._last_reply_line = 0  # the line of the conversation's last assistant line
 
     def read(self) -> TurnList:
         objects = json_objects(self.text, self.uri, self.result)
@@ -158,6 +165,7 @@ class _Reader:
             return self.result
         for node in chosen:
             self._add(node)
+        self._last_reply_line = max((n.line for n in self.nodes.values() if n.type == "assistant"), default=0)
         groups: dict[str, list[Node]] = defaultdict(list)
         for node in self.nodes.values():
             if node.type == "assistant":
@@ -198,8 +206,10 @@ class _Reader:
                 if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                     self.tool_names[block["id"]] = str(block.get("name") or "")
 
-    def _is_leaf(self, node: Node) -> bool:
-        return not self.children.get(node.uuid)
+    def _ends_session(self, members: list[Node]) -> bool:
+        """Nothing follows this message: no line under its last line, or it holds the session's last reply (a call
+        with only progress lines under it: a dispatched sub-agent still running when the log ends)."""
+        return not self.children.get(members[-1].uuid) or members[-1].line >= self._last_reply_line
 
     def _has_tool_use(self, members: list[Node]) -> bool:
         return any(b.get("type") == "tool_use" for n in members for b in blocks(n.message.get("content")))
@@ -208,7 +218,7 @@ class _Reader:
         if self.trace:
             return True
         # An intermediate tool-calling step belongs to the exchange whose final reply comes later.
-        return not self._has_tool_use(members) or self._is_leaf(members[-1])
+        return not self._has_tool_use(members) or self._ends_session(members)
 
     # -- conversations -----------------------------------------------------------------------------------------
 
@@ -368,9 +378,15 @@ class _Reader:
                 items.extend(self._items(kept))
             return items
         if node.data.get("isMeta"):
+            parent = self.nodes.get(node.parent or "")
+            if parent is not None and self._command_expansion(parent) is not None:
+                return []  # a slash command's expanded text: part of the command's user turn
             text = plain_text(content)
             return [Item("message", Message(role="system", content=text))] if text else []
-        return user_items(node, content, self.tool_names, warnings)
+        return user_items(node, content, self.tool_names, warnings, self._command_expansion(node))
+
+    def _command_expansion(self, node: Node) -> str | None:
+        return command_expansion(node, self.children.get(node.uuid, []))
 
     def _preserved(self, summary: Node) -> list[Node]:
         boundary = self.nodes.get(summary.parent or "")
@@ -387,6 +403,8 @@ class _Reader:
         last = members[-1]
         base, segment, segment_warnings = self._conversation(last)
         warnings = _unique([*base.warnings, *segment_warnings])
+        if self._has_tool_use(members) and self._ends_session(members):
+            warnings.append(unanswered_calls(members, self.result_nodes))
         if last.is_api_error:
             # The error line adds nothing to later context; it is still the answer of its own (blocked) turn.
             history = segment
@@ -460,6 +478,9 @@ class _Reader:
         )
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
+        if self._has_tool_use(members) and has_text:
+            # Its text announces calls that never came back: as a final answer it would teach stopping there.
+            return "the session ends on this reply's tool calls, unanswered: tag it with --trace to keep the calls"
         if has_text:
             return None
         if self._has_tool_use(members):

@@ -3,6 +3,7 @@ blocks (the line-level half of `claude_code`; the tree, the conversations and th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -20,6 +21,60 @@ INJECTED_PREFIXES = (
     "<task-notification>",
     "[Request interrupted by user",
 )
+#: A slash command the user typed (`/review-pr args`), as Claude Code writes it: `<command-message>`,
+#: `<command-name>` and `<command-args>` tags in one text, in either order (1.0.x put the name first).
+_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+_COMMAND_TAGS = re.compile(r"\s*(<command-(message|name|args)>.*?</command-\2>\s*)+", re.DOTALL)
+_LOCAL_OUTPUT = ("<local-command-stdout>", "<local-command-stderr>")
+
+
+def typed_command(text: str) -> str | None:
+    """The slash command a `<command-name>` text stands for, as the user typed it (`/review-pr check PR 141`),
+    or None when the text is not only command tags."""
+    name = _COMMAND_NAME.search(text)
+    if name is None or _COMMAND_TAGS.fullmatch(text) is None:
+        return None
+    args = _COMMAND_ARGS.search(text)
+    command = name.group(1).strip()
+    command = command if command.startswith("/") else "/" + command
+    arguments = args.group(1).strip() if args is not None else ""
+    return f"{command} {arguments}" if arguments else command
+
+
+def is_local_output(text: str) -> bool:
+    """The output of a command Claude Code ran itself (`/compact`, `/exit`, `/model`): never sent as a prompt."""
+    return text.lstrip().startswith(_LOCAL_OUTPUT)
+
+
+def command_expansion(node: Node, children: list[Node]) -> str | None:
+    """For a user line holding a slash command that was sent to the model (a custom command or a skill): the text
+    it expanded to (the `isMeta` line under it; "" when there is none). None for any other line and for a command
+    Claude Code ran itself (`/compact`, `/exit`: a `<local-command-stdout>` line follows it)."""
+    if node.type != "user" or node.data.get("isMeta"):
+        return None
+    texts = [str(b.get("text") or "") for b in blocks(node.message.get("content")) if b.get("type") == "text"]
+    if not any(typed_command(text) is not None for text in texts):
+        return None
+    users = [child for child in children if child.type == "user"]
+    if any(is_local_output(plain_text(child.message.get("content"))) for child in users):
+        return None
+    expansion = next((child for child in users if child.data.get("isMeta")), None)
+    return plain_text(expansion.message.get("content")) if expansion is not None else ""
+
+
+def unanswered_calls(members: list[Node], answered: dict[str, Any]) -> str:
+    """The warning for a reply the session ended on: its tool calls whose results never came back (not in
+    `answered`), by name and line, or that the model never answered their results."""
+    calls = [
+        f"{block.get('name') or 'a tool'} call (line {node.line})"
+        for node in members
+        for block in blocks(node.message.get("content"))
+        if block.get("type") == "tool_use" and block.get("id") not in answered
+    ]
+    if calls:
+        return f"the session ends on an unanswered {', '.join(calls)}: this turn is the reply up to the call"
+    return "the session ends on tool results the model never answered: this turn is the reply up to the calls"
 
 
 @dataclass
@@ -129,9 +184,19 @@ def add_blocks(builder: AssistantBuilder, node: Node, thinking: bool, warnings: 
             )
 
 
-def user_items(node: Node, content: Any, tool_names: dict[str, str], warnings: list[str]) -> list[Item]:
+def user_items(
+    node: Node,
+    content: Any,
+    tool_names: dict[str, str],
+    warnings: list[str],
+    expansion: str | None = None,
+) -> list[Item]:
     """A user line's parts: `tool` messages for its tool results, injected context as one `system` message, typed
-    text as one `user` message (images and documents dropped with a warning)."""
+    text as one `user` message (images and documents dropped with a warning).
+
+    `expansion`: the text of the slash command this line holds, when the model was sent it (a prompt command or a
+    skill, not a local one like `/compact`): the command as typed and its expanded text are then the user turn,
+    in one message as Claude Code sends them."""
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
     items: list[Item] = []
@@ -154,7 +219,10 @@ def user_items(node: Node, content: Any, tool_names: dict[str, str], warnings: l
             )
         elif part_type == "text" and isinstance(part.get("text"), str):
             text = part["text"]
-            if text.lstrip().startswith(INJECTED_PREFIXES):
+            command = typed_command(text) if expansion is not None else None
+            if command is not None:
+                user_texts.append("\n".join(filter(None, [command, expansion])))
+            elif text.lstrip().startswith(INJECTED_PREFIXES):
                 injected.append(text)
             elif text:
                 user_texts.append(text)

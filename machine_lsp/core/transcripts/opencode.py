@@ -46,6 +46,7 @@ from machine_lsp.core.schema import (
 )
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
+from machine_lsp.core.transcripts.unknown import describe_document
 
 HARNESS = "opencode"
 CHECKED_VERSION = "1.18.33"
@@ -84,13 +85,13 @@ class OpenCodeExportAdapter:
             result.problems.append(TranscriptError(uri, "JSON nested too deeply to read", 1, 1))
             return result
         if not _is_export(document):
+            result.adapter = (
+                "unknown"  # nobody's format: every line of it gets this answer (transcripts.turn_at)
+            )
             result.problems.append(
                 TranscriptError(
                     uri,
-                    "a JSON document, but not an OpenCode session export "
-                    '(`opencode export <id>`: {"info": ..., "messages": [...]}); '
-                    "supported: chat JSONL, Pi / Letta Code / Claude Code / Codex session logs, "
-                    "OpenCode exports and opencode.db",
+                    describe_document(document),
                     1,
                     1,
                 )

@@ -228,9 +228,27 @@ def _loose_tool_row(text: str | bytes) -> _LooseRow | None:
     except (msgspec.DecodeError, RecursionError):
         return None
     for message in row.messages:
-        if not message.content and not (message.role == "assistant" and message.tool_calls):
+        if (
+            not message.content
+            and not (message.role == "assistant" and message.tool_calls)
+            and not (message.role == "tool" and message.content == "")  # a command that printed nothing
+        ):
             return None
     return row
+
+
+def _trained_has_prompt(messages: list[_Message] | list[_LooseMessage]) -> bool:
+    """Whether a user message comes before the last assistant message that is trained (not `weight` 0 or
+    `trainable` false): a trained answer that nothing asked for is an error of the slow path."""
+    prompted = False
+    ok = True
+    for message in messages:
+        role = message.role
+        if role == "user":
+            prompted = True
+        elif role == "assistant" and message.weight != 0 and message.trainable is not False:
+            ok = prompted
+    return ok
 
 
 def _plain_check(text: str | bytes, kind: Kind, want_prompt: bool) -> LineResult | None:
@@ -244,12 +262,18 @@ def _plain_check(text: str | bytes, kind: Kind, want_prompt: bool) -> LineResult
         if not _fast_eval_ok(row):
             return None
         row_kind: Literal["train", "eval"] = "eval"
-    elif messages[-1].role == "assistant":
+    elif messages[-1].role == "assistant" and has_user(messages):
         row_kind = "train"
     else:
         return None
     prompt_key = _fast_prompt_key(messages) if want_prompt else None
     return LineResult(_CLEAN, hash(text), prompt_key, len(text), row_kind, len(messages))
+
+
+def has_user(messages: list[_PlainMessage]) -> bool:
+    """A plain row (no weights: every assistant message is trained) that ends with an assistant message needs a
+    user message before it; most rows start with one, so the loop runs only for the others."""
+    return messages[0].role == "user" or any(message.role == "user" for message in messages)
 
 
 def _fast_check(text: str | bytes, kind: Kind, want_prompt: bool = True) -> LineResult | None:
@@ -282,6 +306,8 @@ def _fast_check(text: str | bytes, kind: Kind, want_prompt: bool = True) -> Line
         row_kind = "train"
     # Structural checks, not substring guards: keys and roles may be written with JSON escapes ("\u0074ool").
     if not _fast_tools_ok(messages) or not _fast_parts_ok(messages):
+        return None
+    if row_kind == "train" and not _trained_has_prompt(messages):
         return None
     prompt_key = _fast_prompt_key(messages) if want_prompt else None
     return LineResult(_CLEAN, hash(text), prompt_key, len(text), row_kind, len(messages))

@@ -21,6 +21,7 @@ from machine_lsp.core.validate.fast import (
     _plain_row_decoder,
     _PlainMessage,
     _PlainRow,
+    has_user,
 )
 from machine_lsp.core.validate.findings import (
     _BOM_FINDING,
@@ -213,12 +214,15 @@ def _accept_batch(
     messages = list(map(_messages_of, rows))
     if kind == "train" or (kind == "auto" and not any(map(_expected_of, rows))):
         # Training rows only (`expected` is a non-empty string or None; placeholders have None): each must end
-        # with an assistant message.
+        # with an assistant message that a user message comes before (plain rows train every assistant message).
         lasts = [row_messages[-1].role for row_messages in messages]
         if lasts.count("assistant") == count:
             other = failed  # the placeholder ends with an assistant message
         else:
             other = sorted(failed + [index for index, role in enumerate(lasts) if role != "assistant"])
+        unprompted = [index for index, row in enumerate(messages) if not has_user(row)]
+        if unprompted:
+            other = sorted(set(other).union(unprompted))
         clean_eval = 0
     else:
         other = []
@@ -232,7 +236,7 @@ def _accept_batch(
                     clean_eval += 1
                 else:
                     other.append(index)
-            elif messages[index][-1].role != "assistant":
+            elif messages[index][-1].role != "assistant" or not has_user(messages[index]):
                 other.append(index)
     return rows, messages, other, clean_eval
 

@@ -18,6 +18,7 @@ from machine_lsp.core.validate.fast import (
 )
 from machine_lsp.core.validate.findings import Fix, Kind, LineResult
 from machine_lsp.core.validate.line_checks import LineChecker, describe, json_error, not_an_object
+from machine_lsp.core.validate.order import check_ending, check_prompted, check_tool_answer
 from machine_lsp.core.validate.spans import _item_span, _Span, _span_of, _spans, _value_span
 
 # Roles that other chat formats use, mapped to ours (ShareGPT, Gemini, ...); offered as fixes.
@@ -159,7 +160,10 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
         has_calls = isinstance(calls, list) and len(calls) > 0
         # Judge the content by the role the writer meant ("Assistant"), so one typo gives one finding.
         intended = role if role is not None else _suggested_role(message.get("role"))
-        _check_content(ck, message, mspan, mrange, index, intended == "assistant" and has_calls)
+        # An empty tool result is a command that printed nothing: OpenAI and the cookbook train on it as is.
+        _check_content(
+            ck, message, mspan, mrange, index, intended == "assistant" and has_calls, intended == "tool"
+        )
         if calls is not None:
             ids = _check_tool_calls(ck, calls, _value_span(mspan, "tool_calls"), mrange, index, role)
             tool_ids.update(ids)
@@ -183,14 +187,16 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
                 *_span_of(_value_span(mspan, "function_call"), mrange),
             )
         if role == "tool":
-            _check_tool_answer(ck, message, mspan, mrange, index, tool_ids, any_call)
+            check_tool_answer(ck, message, mspan, mrange, index, tool_ids, any_call)
         if role == "user":
             text = _text_of_content(message.get("content"))
             if text is not None:
                 prompt_key = text.strip()
 
     if all(r is not None for r in roles):
-        _check_ending(ck, roles, _span_of(_item_span(span, len(messages) - 1), whole), whole, is_eval)
+        check_ending(ck, roles, _span_of(_item_span(span, len(messages) - 1), whole), whole, is_eval)
+        if not is_eval:
+            check_prompted(ck, messages, roles, span, whole)
     return prompt_key
 
 
@@ -230,57 +236,6 @@ def _check_training_flags(
             "field-type",
             f"`trainable` of message {index + 1} must be true or false, not {describe(trainable)}",
             *_span_of(_value_span(mspan, "trainable"), mrange),
-        )
-
-
-def _check_tool_answer(
-    ck: LineChecker,
-    message: dict[str, Any],
-    mspan: _Span | None,
-    mrange: tuple[int, int],
-    index: int,
-    tool_ids: set[str],
-    any_call: bool,
-) -> None:
-    """A tool message must answer a call an earlier assistant message made."""
-    call_id = message.get("tool_call_id")
-    if call_id is None:
-        if not any_call:
-            ck.add(
-                "tool-unmatched",
-                f"tool message {index + 1} answers no tool call (no assistant tool_calls before it)",
-                *mrange,
-            )
-    elif isinstance(call_id, str) and call_id not in tool_ids:
-        ck.add(
-            "tool-unmatched",
-            f"tool message {index + 1} answers tool call `{call_id}`, which no earlier assistant message made",
-            *_span_of(_value_span(mspan, "tool_call_id"), mrange),
-        )
-
-
-def _check_ending(
-    ck: LineChecker,
-    roles: list[str | None],
-    last_range: tuple[int, int],
-    whole: tuple[int, int],
-    is_eval: bool,
-) -> None:
-    """An eval row ends with the user turn the model answers; a training row with an assistant message."""
-    if is_eval:
-        if roles[-1] != "user":
-            ck.add(
-                "eval-last-not-user",
-                f"an eval row must end with the user turn the model answers; it ends with `{roles[-1]}`",
-                *last_range,
-            )
-    elif "assistant" not in roles:
-        ck.add("no-assistant", "no assistant message: nothing to train on", *whole)
-    elif roles[-1] != "assistant":
-        ck.add(
-            "last-not-assistant",
-            f"a training row must end with an assistant message; it ends with `{roles[-1]}`",
-            *last_range,
         )
 
 
@@ -336,11 +291,13 @@ def _check_content(
     mspan: _Span | None,
     mrange: tuple[int, int],
     index: int,
-    may_be_empty: bool,
+    may_be_null: bool,
+    may_be_empty: bool = False,
 ) -> None:
     where = f"message {index + 1}"
+    may_be_empty = may_be_empty or may_be_null
     content = message.get("content")
-    if content is None and may_be_empty:
+    if content is None and may_be_null:
         return  # OpenAI's rows: an assistant message that only calls tools has no content, or null
     if "content" not in message:
         ck.add("content-missing", f"{where} has no `content`", *mrange)

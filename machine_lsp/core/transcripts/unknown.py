@@ -1,0 +1,76 @@
+"""What a file no adapter reads looks like, in words: one line naming the format (or the agent that writes it) so the
+user knows why nothing was tagged. Only shapes seen in real logs are named; anything else is described by its keys.
+
+A shape is named here only when no adapter reads it: a format whose adapter is added to `transcripts.ADAPTERS` is
+claimed by that adapter's sniffer first and never reaches these words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+_PI_LINE_TYPES = {"session", "message", "model_change", "thinking_level_change", "compaction"}
+
+
+def describe_text(first_line: str) -> str | None:
+    """Words for a file whose first non-blank line is not JSON at all (None when it starts like JSON, so a broken
+    JSON line gets the precise JSON error instead)."""
+    stripped = first_line.strip()
+    if stripped.startswith(("{", "[", '"')):
+        return None
+    try:
+        msgspec.json.decode(stripped)
+        return None  # JSON, though not an object (`null`, a number): the chat adapter words that per line
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    if stripped.startswith("TO LLM") or stripped.startswith("LLM RESPONSE"):
+        return "not a JSON lines file: looks like Aider's LLM history (.aider.llm.history), which is not read"
+    if stripped.startswith(("#", ">", "- ", "* ", "```")):
+        return (
+            "not a JSON lines file: looks like markdown (an Aider .aider.chat.history.md?), which is not read; "
+            "record such an agent through a chat JSONL export"
+        )
+    return "not a JSON lines file: its first line is not JSON"
+
+
+def describe_object(first: dict[str, Any]) -> str:
+    """Words for a JSON object that begins a file no adapter reads (a JSONL line, or a whole JSON document)."""
+    kind = first.get("type")
+    keys = ", ".join(list(first)[:8]) or "none"
+    if "projectHash" in first and "sessionId" in first:
+        return "looks like a Gemini CLI session (~/.gemini/tmp/<project hash>/chats/), which this version does not read"
+    if isinstance(kind, str) and kind.startswith("session.") and "data" in first:
+        return "looks like a GitHub Copilot CLI session (events.jsonl), which this version does not read"
+    if kind == "metadata" and "protocol_version" in first:
+        return "looks like a Kimi Code CLI wire log, which this version does not read"
+    if "role" in first and isinstance(first.get("message"), dict) and "messages" not in first:
+        return (
+            "looks like a Cursor CLI agent transcript (role/message lines), which this version does not read"
+        )
+    if "prompt" in first and ("completion" in first or len(first) <= 2):
+        return "looks like prompt/completion rows (keys: " + keys + "), not chat rows"
+    if "conversations" in first:
+        return "looks like ShareGPT rows (a `conversations` list), not chat rows"
+    if kind in _PI_LINE_TYPES and ("parentId" in first or kind == "session"):
+        return 'looks like a Pi session log but its first line is not the {"type":"session"} header'
+    if "payload" in first and "timestamp" in first:
+        return (
+            f"looks like a Codex rollout but of a kind this version does not know (first line type {kind!r})"
+        )
+    if "parentUuid" in first or (isinstance(kind, str) and "sessionId" in first and "uuid" in first):
+        return "looks like a Claude Code session log but none of its first lines is a conversation line"
+    return f"unknown JSONL: the first line has keys {keys}"
+
+
+def describe_document(document: Any) -> str:
+    """A whole JSON document that is not an `opencode export` (the one JSON-document format read): what it looks
+    like, when that is known."""
+    looks = "a JSON document, but not an OpenCode session export"
+    if isinstance(document, dict) and not describe_object(document).startswith("unknown"):
+        looks = f"a JSON document that {describe_object(document)}, not an OpenCode session export"
+    return (
+        f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: chat JSONL, Pi / Letta '
+        "Code / Claude Code / Codex / Qwen Code session logs, OpenCode exports and opencode.db"
+    )
