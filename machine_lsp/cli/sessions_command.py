@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from machine_lsp.cli.consoles import console_err, console_out
+from machine_lsp.core.agent_names import harness_name
 from machine_lsp.core.sessions import HARNESSES, find_sessions, project_root
 
 
@@ -20,7 +21,12 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     sessions = sub.add_parser(
         "sessions", help="list this project's agent sessions (Pi, Claude Code, Codex, OpenCode, Letta Code)"
     )
-    sessions.add_argument("--harness", choices=HARNESSES, help="only this agent's sessions")
+    sessions.add_argument(
+        "--harness",
+        type=harness_name,
+        choices=HARNESSES,
+        help="only this agent's sessions (claude = claude-code)",
+    )
     sessions.add_argument("--limit", type=int, default=20, metavar="N", help="show the N newest (default 20)")
     sessions.add_argument("--json", action="store_true", help="print the sessions as a JSON array")
     sessions.set_defaults(func=_sessions_command)

@@ -178,8 +178,8 @@ def use(ctx: JobContext, args: UseArgs) -> tuple[dict[str, Any], str]:
     if args.write:
         try:
             written = [str(path) for path in agents.write(cfg)]
-        except OSError as exc:
-            raise JobError(f"cannot write {cfg.path}: {exc.strerror}") from None
+        except agents.UseError as exc:
+            raise JobError(str(exc), kind="usage") from None
     message = (
         f"{args.agent} now uses {target.address}: wrote {', '.join(written)}"
         if written

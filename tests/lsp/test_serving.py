@@ -155,6 +155,15 @@ async def test_use_prints_and_writes_the_agent_config(vscode):
     with pytest.raises(JsonRpcException) as err:
         await call(client, "machine.use", {"checkpoint": "base", "agent": "vim"})
     assert "agent must be one of pi, codex, claude, opencode" in str(err.value)
+    for port in (0, 99999, -1):  # refused before anything is written (`or` once turned 0 into the default)
+        with pytest.raises(JsonRpcException) as err:
+            await call(client, "machine.use", {"checkpoint": "base", "agent": "claude-code", "port": port})
+        assert f"port {port} is not a TCP port (1-65535)" in str(err.value)
+    assert json.loads(target.read_text())["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8799"
+    spelled = await call(
+        client, "machine.use", {"checkpoint": "base", "agent": "claude-code", "port": 8798}, 60
+    )
+    assert spelled["agent"] == "claude" and "http://127.0.0.1:8798" in spelled["text"]
 
 
 async def test_tinker_commands_without_a_server(vscode, tmp_path):

@@ -12,6 +12,7 @@ from typing import Any
 
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
+from machine_lsp.core.agent_names import harness_name
 from machine_lsp.core.sessions import HARNESSES, find_session, find_sessions, project_root
 from machine_lsp.core.transcripts import TranscriptError
 from machine_lsp.lsp.features import LanguageFeature
@@ -40,6 +41,7 @@ class SessionsFeature(LanguageFeature):
 
     async def sessions(self, args: dict[str, Any]) -> SessionsReply:
         harness = args.get("harness")
+        harness = harness_name(harness) if isinstance(harness, str) else harness
         if harness is not None and harness not in HARNESSES:
             raise SessionsError(message=f"harness must be one of {', '.join(HARNESSES)}, not {harness!r}")
         limit = args.get("limit", 20)
