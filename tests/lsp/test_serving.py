@@ -237,7 +237,11 @@ async def test_tinker_commands_with_a_recorded_process(vscode):
         with pytest.raises(JsonRpcException) as err:
             await call(client, "machine.tinker.serve", {"port": busy}, 60)
     assert f"port {busy} on 127.0.0.1 is in use" in str(err.value)
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    holder_argv = [sys.executable, "-c", "import time; time.sleep(120)"]
+    token = process.new_token()  # `start` puts one into the server's environment; `stop` checks it
+    holder = subprocess.Popen(
+        holder_argv, start_new_session=True, env={**os.environ, process.TOKEN_ENV: token}
+    )
     try:
         port = free_port()
         machine_dir = root / ".machine"
@@ -255,6 +259,8 @@ async def test_tinker_commands_with_a_recorded_process(vscode):
                 log=str(machine_dir / "tinker-server" / "server.log"),
                 started_at="2026-12-01T00:00:00+00:00",
                 ready=True,
+                cmdline=holder_argv,
+                token=token,
             ),
         )
         status = await call(client, "machine.tinker.status", {}, 60)
