@@ -22,7 +22,6 @@ from machine_lsp.cli.main import main
 from machine_lsp.scaffold.config import ConfigError, load_config
 from machine_lsp.tinker_server import process, project
 
-
 TOKEN = "test-token-0123456789abcdef"
 TOKEN_ENV = {**os.environ, process.TOKEN_ENV: TOKEN}  # what `start` puts into the server's environment
 
