@@ -14,7 +14,7 @@ from rich.table import Table
 
 from machine_lsp.cli.consoles import console_err, console_out
 from machine_lsp.core.agent_names import harness_name
-from machine_lsp.core.sessions import HARNESSES, find_sessions, project_root
+from machine_lsp.core.sessions import HARNESSES, Homes, find_sessions, project_root
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
 def _sessions_command(args: argparse.Namespace) -> int:
     project = project_root(Path.cwd())
     limit = max(args.limit, 0)
-    sessions = find_sessions(project, harness=args.harness, count_turns=limit)[:limit]
+    homes = Homes()
+    sessions = find_sessions(project, harness=args.harness, homes=homes, count_turns=limit)[:limit]
+    for note in homes.notes:  # a source that could not be read: the others are still listed
+        console_err(soft_wrap=True).print(f"[yellow]note:[/] {escape(note)}")
     if args.json:
         payload = [
             {

@@ -54,6 +54,7 @@ class Homes:
     """Where each harness keeps its sessions, from the environment (HOME and the harness's own variables)."""
 
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    notes: list[str] = field(default_factory=list)  # one line per source that could not be read
 
     def _home(self) -> Path:
         return Path(self.env.get("HOME") or Path.home())
@@ -227,7 +228,8 @@ def _opencode_sessions(homes: Homes) -> Iterator[Session]:
         return
     try:
         rows = db_sessions(database)
-    except TranscriptError:
+    except TranscriptError as exc:
+        homes.notes.append(f"opencode: {database}: {exc.message}; its sessions are not listed")
         return
     for row in rows:
         if row.parent_id:
