@@ -167,5 +167,9 @@ def live_record(machine_dir: Path) -> tuple[ServerRecord | None, bool]:
         return None, False
     if ownership(record).owned:
         return record, False
+    if is_alive(record):
+        # A live process the record cannot prove is ours: never reported as our server, never signalled; the
+        # record stays for `machine tinker stop`, which says why it signals nothing and clears it.
+        return None, False
     remove_record(machine_dir)
     return None, True
