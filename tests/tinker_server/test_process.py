@@ -367,6 +367,9 @@ def test_stop_never_signals_a_process_whose_command_line_is_not_the_servers(mach
         process.write_record(
             machine_dir, _record(other.pid, cmdline=["python", "compat.py", "--port", "8000"])
         )
+        # Status never takes it for the server, and leaves the record for `stop` to explain and clear.
+        assert process.live_record(machine_dir) == (None, False)
+        assert process.read_record(machine_dir) is not None
         outcome = process.stop(machine_dir)
         assert outcome.stopped is None and outcome.message.startswith("not stopped:"), outcome
         assert "command line is not the server's" in outcome.message
