@@ -212,22 +212,31 @@ def open_dir_under(directory: Path, root: Path | None = None, *, create: bool = 
     try:
         for part in parts:
             here = here / part
-            if create:
-                try:
-                    os.mkdir(part, 0o777, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            try:
-                child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-            except OSError as exc:
-                _refuse_link_or_special(exc, fd, part, here, "a directory")
-                raise
+            child = _open_child_dir(fd, part, here, create)
             os.close(fd)
             fd = child
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_child_dir(fd: int, name: str, display: Path, create: bool) -> int:
+    """The directory `name` inside `fd` without following a link; created first when missing and `create`."""
+    for attempt in range(2):
+        try:
+            return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except FileNotFoundError:
+            if not create or attempt:
+                raise
+            try:
+                os.mkdir(name, 0o777, dir_fd=fd)
+            except FileExistsError:
+                pass  # made by someone else meanwhile (or a dangling link): opened, or refused, just below
+        except OSError as exc:
+            _refuse_link_or_special(exc, fd, name, display, "a directory")
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _existing_mode(dir_fd: int, name: str, display: Path) -> int | None:
