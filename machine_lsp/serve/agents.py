@@ -308,7 +308,13 @@ def _drop_legacy_profile(cfg: AgentConfig, path: Path) -> None:
     while either is there. Everything else in the file stays as it was."""
     import tomlkit
 
-    doc = _load_toml(path)
+    try:
+        doc = _load_toml(path)
+    except UseError as exc:  # not ours to fix (a dotfiles link, say): Codex itself names a legacy entry in it
+        cfg.notes.append(
+            f"left {path} as it is ({exc}); Codex refuses --profile {PROVIDER} if it holds [profiles.{PROVIDER}]"
+        )
+        return
     profiles = doc.get("profiles")
     changed = False
     if isinstance(profiles, dict) and PROVIDER in profiles:

@@ -101,6 +101,7 @@ def test_a_fifo_as_the_agent_config_is_refused_not_hung_on(project: Path) -> Non
             ("'model_providers' is not a table",),
         ),
         ("codex", "home/.codex/config.toml", "profiles = 3\n", None),
+        ("codex", "home/.codex/config.toml", "[broken\n", None),
     ],
 )
 def test_wrong_shaped_configs_get_one_line(
@@ -159,3 +160,16 @@ def test_the_context_warning_counts_the_prompt_and_the_answer() -> None:
     (opencode,) = agents._context_warning("opencode", local)
     assert "does not fit" in opencode and "context-length error" in opencode
     assert agents._context_warning("claude", tinker) == []  # Tinker's context is not known here
+
+
+def test_codex_leaves_a_linked_config_toml_alone(project: Path) -> None:
+    dotfiles = project.parent / "dotfiles" / "codex.toml"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('model = "gpt-x"\n')
+    codex = project.parent / "home" / ".codex"
+    codex.mkdir(parents=True)
+    (codex / "config.toml").symlink_to(dotfiles)  # the user's own dotfiles link: read by Codex, never by us
+    done = use(project, "--agent", "codex", "--write")
+    assert done.returncode == 0, done.stderr
+    assert (codex / "config.toml").is_symlink() and dotfiles.read_text() == 'model = "gpt-x"\n'
+    assert "left" in done.stdout and (codex / "machine.config.toml").is_file()
