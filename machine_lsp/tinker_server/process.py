@@ -278,21 +278,9 @@ def start(
         log_fd = open_append_safely(home / LOG_FILE, root=machine_dir.parent)
     except OSError as exc:
         raise ServerError(f"cannot prepare {home}: {exc}") from None
+    progress(f"starting SkyRL tx on {base_url_for(port)} with {model_dir} (log: {home / LOG_FILE})")
     token = new_token()
-    env = _server_env(home, token)
-    log_path = home / LOG_FILE
-    progress(f"starting SkyRL tx on {base_url_for(port)} with {model_dir} (log: {log_path})")
-    with open(log_fd, "ab") as log:
-        log.write(f"\n{START_MARKER} {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
-        log.flush()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+    proc = _spawn(argv, _server_env(home, token), log_fd)
     record = ServerRecord(
         pid=proc.pid,
         start_ticks=process_start_ticks(proc.pid) or 0,
@@ -301,9 +289,9 @@ def start(
         port=port,
         base_url=base_url_for(port),
         model=str(model_dir),
-        log=str(log_path),
+        log=str(home / LOG_FILE),
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        cmdline=argv[3:] if nice else argv,
+        cmdline=argv[3:] if nice else argv,  # what runs once `nice` has exec'd the server
         token=token,
     )
     write_record(machine_dir, record)
@@ -317,6 +305,21 @@ def start(
     record.ready = True
     write_record(machine_dir, record)
     return record
+
+
+def _spawn(argv: list[str], env: dict[str, str], log_fd: int) -> subprocess.Popen[bytes]:
+    """The server, detached in its own session, its output appended to the log behind a start marker."""
+    with open(log_fd, "ab") as log:
+        log.write(f"\n{START_MARKER} {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def _wait_ready(
