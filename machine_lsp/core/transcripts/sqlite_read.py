@@ -10,6 +10,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ LOCK_WAIT_S = (
 # as they were, so listing 20 sessions of a locked database waits once, not 40 times.
 _snapshots: dict[Path, tuple[tuple[int, ...], Path]] = {}
 _scratch: tempfile.TemporaryDirectory[str] | None = None
+_snapshot_lock = threading.Lock()
 
 
 def _state(path: Path) -> tuple[int, ...]:
@@ -73,7 +75,13 @@ def _connect_live(path: Path) -> sqlite3.Connection | None:
 
 
 def _snapshot(path: Path) -> Path:
-    """A private copy of the database and its WAL, made once per state of the files."""
+    """A private copy of the database and its WAL, made once per state of the files (one thread at a time: the
+    language server lists sessions in worker threads)."""
+    with _snapshot_lock:
+        return _snapshot_locked(path)
+
+
+def _snapshot_locked(path: Path) -> Path:
     global _scratch
     state = _state(path)
     cached = _snapshots.get(path)
@@ -88,8 +96,11 @@ def _snapshot(path: Path) -> Path:
         if wal.exists():
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
     except OSError as exc:
+        shutil.rmtree(copy.parent, ignore_errors=True)
         raise TranscriptError(
             path.as_uri(), f"cannot read the OpenCode database: {exc.strerror or exc}"
         ) from None
+    if cached is not None:  # one copy per database: the older state's goes (the language server lives long)
+        shutil.rmtree(cached[1].parent, ignore_errors=True)
     _snapshots[path] = (state, copy)
     return copy
