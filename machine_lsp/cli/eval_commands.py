@@ -22,7 +22,6 @@ from machine_lsp.cli.job_support import (
     resolved_engine,
     show_help,
 )
-from machine_lsp.scaffold.config import MachineConfig
 
 if TYPE_CHECKING:
     from machine_lsp.core.evals import Comparison
@@ -85,17 +84,16 @@ def _eval_common(p: argparse.ArgumentParser) -> None:
 
 @cli_verb
 def _eval_init(args: argparse.Namespace) -> int:
-    from machine_lsp.scaffold.config import CONFIG_FILE, render_toml
-    from machine_lsp.scaffold.writer import ScaffoldExists, write_eval_scaffold
+    from machine_lsp.scaffold.writer import ScaffoldExists, write_default_config, write_eval_scaffold
 
     cwd = Path.cwd()
     try:
         written = write_eval_scaffold(cwd, command="machine train eval init", force=args.force)
     except ScaffoldExists as exc:
         raise Usage(str(exc)) from None
-    if not (cwd / CONFIG_FILE).exists():
-        (cwd / CONFIG_FILE).write_text(render_toml(MachineConfig()), encoding="utf-8")
-        written.append(cwd / CONFIG_FILE)
+    config = write_default_config(cwd)
+    if config is not None:
+        written.append(config)
     for path in written:
         console_out().print(f"wrote [bold]{escape(path.name)}[/]")
     console_out().print(

@@ -66,7 +66,9 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
 
     use = sub.add_parser("use", help="print (or --write) an agent's config to use a checkpoint")
     use.add_argument("checkpoint", metavar="CHECKPOINT", help="latest, base, local://RUN/NAME or tinker://…")
-    use.add_argument("--agent", required=True, choices=agents.AGENTS)
+    use.add_argument(
+        "--agent", required=True, type=agents.agent_alias, choices=agents.AGENTS, help="claude-code = claude"
+    )
     use.add_argument("--write", action="store_true", help="merge it into the config file the agent reads")
     use.add_argument(
         "--port", type=int, default=agents.DEFAULT_PORT, metavar="P", help="port of `machine serve`"
@@ -179,8 +181,8 @@ def _use(args: argparse.Namespace) -> int:
     except CheckpointError as exc:
         err.print(f"machine use: {escape(str(exc))}")
         return EXIT_USAGE
-    ep = agents.endpoint_for(target.address, target.kind, port=args.port, keyed=args.keyed)
     try:
+        ep = agents.endpoint_for(target.address, target.kind, port=args.port, keyed=args.keyed)
         cfg = agents.config_for(args.agent, ep, machine_dir.parent)
     except agents.UseError as exc:
         err.print(f"machine use: {escape(str(exc))}")
@@ -197,8 +199,8 @@ def _use(args: argparse.Namespace) -> int:
     if args.write:
         try:
             written = agents.write(cfg)
-        except OSError as exc:
-            err.print(f"machine use: cannot write {cfg.path}: {exc.strerror}")
+        except agents.UseError as exc:
+            err.print(f"machine use: {escape(str(exc))}")
             return EXIT_USAGE
         for path in written:
             out.print(f"wrote {path}")

@@ -13,14 +13,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from machine_lsp.cli.consoles import console_err, console_out
-from machine_lsp.core.sessions import HARNESSES, find_sessions, project_root
+from machine_lsp.core.agent_names import harness_name
+from machine_lsp.core.sessions import HARNESSES, Homes, find_sessions, project_root
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
     sessions = sub.add_parser(
         "sessions", help="list this project's agent sessions (Pi, Claude Code, Codex, OpenCode, Letta Code)"
     )
-    sessions.add_argument("--harness", choices=HARNESSES, help="only this agent's sessions")
+    sessions.add_argument(
+        "--harness",
+        type=harness_name,
+        choices=HARNESSES,
+        help="only this agent's sessions (claude = claude-code)",
+    )
     sessions.add_argument("--limit", type=int, default=20, metavar="N", help="show the N newest (default 20)")
     sessions.add_argument("--json", action="store_true", help="print the sessions as a JSON array")
     sessions.set_defaults(func=_sessions_command)
@@ -29,7 +35,10 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
 def _sessions_command(args: argparse.Namespace) -> int:
     project = project_root(Path.cwd())
     limit = max(args.limit, 0)
-    sessions = find_sessions(project, harness=args.harness, count_turns=limit)[:limit]
+    homes = Homes()
+    sessions = find_sessions(project, harness=args.harness, homes=homes, count_turns=limit)[:limit]
+    for note in homes.notes:  # a source that could not be read: the others are still listed
+        console_err(soft_wrap=True).print(f"[yellow]note:[/] {escape(note)}")
     if args.json:
         payload = [
             {

@@ -139,9 +139,10 @@ def _stop(args: argparse.Namespace) -> int:
     from machine_lsp.tinker_server import process
 
     out = Console(soft_wrap=True)
-    record = process.stop(_machine_dir())
-    if record is None:
-        out.print("no Tinker server running for this project")
-        return EXIT_OK
-    out.print(f"stopped the Tinker server (pid {record.pid}, {record.base_url})")
+    try:
+        outcome = process.stop(_machine_dir())
+    except process.ServerError as exc:
+        Console(stderr=True, soft_wrap=True).print(f"machine tinker stop: {escape(str(exc))}")
+        return EXIT_FAILED
+    out.print(escape(outcome.message))
     return EXIT_OK

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import msgspec
 
 from machine_lsp.core.redact import redact_urls_bytes
-from machine_lsp.core.safe_files import check_real_dir
+from machine_lsp.core.safe_files import check_real_dir, write_file_safely
 
 RunStatus = Literal["running", "done", "failed", "cancelled"]
 MANIFEST = "manifest.json"
@@ -117,12 +117,7 @@ def sha256_bytes(data: bytes) -> str:
 
 def write_json_atomic(path: Path, obj: Any) -> None:
     data = redact_urls_bytes(msgspec.json.format(_enc.encode(obj), indent=2) + b"\n")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_file_safely(path, data, root=path.parent)
 
 
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:

@@ -8,12 +8,19 @@
   special file (`/dev/null`, `/dev/full`, a FIFO) is written into, never replaced by a regular file.
 * `open_store_dir` / `open_store_file` open the store's own directories and files without following a symlink
   (`O_NOFOLLOW`): a cloned repository must not be able to point the store anywhere.
+* Every other file the tool writes for itself (agent configs, the served-exchange log, the Tinker server records,
+  job outputs in the project) goes through `write_file_safely` / `open_append_safely` / `read_file_safely`: the
+  directories from a trusted root (the project, HOME) down to the file are walked one name at a time with
+  `O_NOFOLLOW` (a linked directory is refused, a missing one created), a symlink, FIFO, device or directory as the
+  file is refused with one line naming it, the temporary file gets a random name and is created with
+  `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted name is never written through), and an existing file keeps its mode.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 import tempfile
 from pathlib import Path
@@ -167,3 +174,146 @@ def check_real_dir(path: Path) -> None:
         return
     if not stat.S_ISDIR(mode):
         raise NotRegularFile(path, describe_mode(mode), "a directory")
+
+
+# -- files the tool writes for itself, under a trusted root ------------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _refuse_link_or_special(exc: OSError, dir_fd: int, name: str, display: Path, expected: str) -> None:
+    """Turn ELOOP/ENOTDIR from an O_NOFOLLOW open into a NotRegularFile naming what is there instead."""
+    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO):
+        return
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return
+    raise NotRegularFile(display, describe_mode(mode), expected) from None
+
+
+def open_dir_under(directory: Path, root: Path | None = None, *, create: bool = True) -> int:
+    """A descriptor of `directory`, reached from `root` one name at a time without following a link.
+
+    `root` is trusted as it is (the project directory, HOME, a directory the user named); when it is None or not
+    an ancestor of `directory`, `directory` itself is the root. Missing directories below the root are created
+    when `create`; a symlink or a file on the way raises NotRegularFile naming it.
+    """
+    directory = Path(os.path.abspath(directory))
+    base = Path(os.path.abspath(root)) if root is not None else directory
+    try:
+        parts = directory.relative_to(base).parts
+    except ValueError:
+        base, parts = directory, ()
+    if create and not parts:
+        base.mkdir(parents=True, exist_ok=True)
+    fd = os.open(base, _DIR_FLAGS)
+    here = base
+    try:
+        for part in parts:
+            here = here / part
+            child = _open_child_dir(fd, part, here, create)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _open_child_dir(fd: int, name: str, display: Path, create: bool) -> int:
+    """The directory `name` inside `fd` without following a link; created first when missing and `create`."""
+    for attempt in range(2):
+        try:
+            return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except FileNotFoundError:
+            if not create or attempt:
+                raise
+            try:
+                os.mkdir(name, 0o777, dir_fd=fd)
+            except FileExistsError:
+                pass  # made by someone else meanwhile (or a dangling link): opened, or refused, just below
+        except OSError as exc:
+            _refuse_link_or_special(exc, fd, name, display, "a directory")
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _existing_mode(dir_fd: int, name: str, display: Path) -> int | None:
+    """The permission bits of the regular file `name`, None when there is none; anything else is refused."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(display, describe_mode(st.st_mode))
+    return stat.S_IMODE(st.st_mode)
+
+
+def write_file_safely(path: Path, payload: bytes, *, root: Path | None = None, new_mode: int = 0o666) -> None:
+    """Replace `path` with `payload` atomically, never through a link (see the module doc).
+
+    A new file gets `new_mode` less the umask; an existing one keeps its mode. Raises NotRegularFile for a
+    symlink, FIFO, device or directory at `path` or on the way from `root`, other OSError as they come.
+    """
+    path = Path(os.path.abspath(path))
+    dir_fd = open_dir_under(path.parent, root)
+    try:
+        mode = _existing_mode(dir_fd, path.name, path)
+        temp = f".{path.name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(
+            temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, new_mode, dir_fd=dir_fd
+        )
+        try:
+            try:
+                if mode is not None:
+                    os.fchmod(fd, mode)
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(temp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            raise
+    finally:
+        os.close(dir_fd)
+
+
+def read_file_safely(path: Path, *, root: Path | None = None) -> bytes | None:
+    """The bytes of the regular file `path` (None when it does not exist), reached without following a link and
+    without blocking on a FIFO; a link, FIFO, device or directory raises NotRegularFile."""
+    path = Path(os.path.abspath(path))
+    try:
+        dir_fd = open_dir_under(path.parent, root, create=False)
+    except FileNotFoundError:
+        return None
+    try:
+        fd = open_store_file(dir_fd, path.name, os.O_RDONLY, path)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(dir_fd)
+    try:
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, _READ_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def open_append_safely(path: Path, *, root: Path | None = None) -> int:
+    """A blocking O_APPEND descriptor of the regular file `path` (created 0644 less the umask when missing),
+    reached without following a link; a link, FIFO, device or directory raises NotRegularFile."""
+    path = Path(os.path.abspath(path))
+    dir_fd = open_dir_under(path.parent, root)
+    try:
+        return open_store_file(dir_fd, path.name, os.O_RDWR | os.O_APPEND | os.O_CREAT, path)
+    finally:
+        os.close(dir_fd)

@@ -55,6 +55,7 @@ class Homes:
     """Where each harness keeps its sessions, from the environment (HOME and the harness's own variables)."""
 
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    notes: list[str] = field(default_factory=list)  # one line per source that could not be read
 
     def _home(self) -> Path:
         return Path(self.env.get("HOME") or Path.home())
@@ -127,7 +128,7 @@ def resolve_from(
     """The turn `--from` names when it names a session: `last` (the newest session's last turn) or
     `SESSION-ID[:TURN]` (a unique prefix of a session id; TURN counts from 1, default the last). None when `spec`
     is a file (FILE[:LINE]): the caller reads it. Raises TranscriptError when no session matches."""
-    if _names_a_file(spec):
+    if _names_a_file(spec, project_dir):
         return None
     if spec == "last":
         sessions = find_sessions(project_dir, homes=homes, count_turns=0)
@@ -242,7 +243,8 @@ def _opencode_sessions(homes: Homes) -> Iterator[Session]:
         return
     try:
         rows = db_sessions(database)
-    except TranscriptError:
+    except TranscriptError as exc:
+        homes.notes.append(f"opencode: {database}: {exc.message}; its sessions are not listed")
         return
     for row in rows:
         if row.parent_id:
@@ -329,11 +331,18 @@ def _try_load(session: Session, *, trace: bool, thinking: bool) -> list[Turn]:
         return []
 
 
-def _names_a_file(spec: str) -> bool:
-    if Path(spec).expanduser().exists():
+def _names_a_file(spec: str, base: Path) -> bool:
+    """Whether `spec` is FILE[:LINE] of an existing file; a relative FILE is taken from `base` (the CLI's cwd, the
+    editor's workspace), never from wherever the process happens to run."""
+    if (base / Path(spec).expanduser()).exists():
         return True
     path_text, sep, line_text = spec.rpartition(":")
-    return bool(sep and path_text and (line_text.isdigit() or not line_text) and Path(path_text).exists())
+    return bool(
+        sep
+        and path_text
+        and (line_text.isdigit() or not line_text)
+        and (base / Path(path_text).expanduser()).exists()
+    )
 
 
 def _looks_like_a_path(spec: str) -> bool:

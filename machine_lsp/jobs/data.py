@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from machine_lsp.core import runs
+from machine_lsp.core.safe_files import write_file_safely
 from machine_lsp.core.schema import (
     RowFileError,
     TrainingRow,
@@ -84,10 +85,9 @@ def training_data(
             f"the store ({store.tagged_path}) has no good rows yet: tag turns with `machine good`, "
             "or pass a training FILE"
         )
-    (ctx.run_dir / "data").mkdir(exist_ok=True)
     snap = ctx.run_dir / "data" / "train.jsonl"
     payload = b"".join(encode_training_row(r) + b"\n" for r in sft)
-    snap.write_bytes(payload)
+    write_file_safely(snap, payload, root=ctx.run_dir)
     snapshot = runs.DataSnapshot(
         role="train", source="store", path=str(snap), sha256=runs.sha256_bytes(payload), rows=len(sft)
     )

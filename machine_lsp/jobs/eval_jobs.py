@@ -143,10 +143,13 @@ def _sample_all(ctx: JobContext, sampler: Any, prompts: list[Any], max_tokens: i
 
 
 def _write(ctx: JobContext, out: Path, payload: bytes) -> str:
+    from machine_lsp.core.safe_files import write_output
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(payload)
-    tmp.replace(out)
+    try:
+        write_output(out, payload)  # the `--out` rule: a random O_EXCL temp, never a planted name
+    except OSError as exc:
+        raise JobError(f"cannot write {out}: {exc.strerror or exc}") from None
     try:
         return str(out.relative_to(ctx.cwd))
     except ValueError:

@@ -178,8 +178,8 @@ def use(ctx: JobContext, args: UseArgs) -> tuple[dict[str, Any], str]:
     if args.write:
         try:
             written = [str(path) for path in agents.write(cfg)]
-        except OSError as exc:
-            raise JobError(f"cannot write {cfg.path}: {exc.strerror}") from None
+        except agents.UseError as exc:
+            raise JobError(str(exc), kind="usage") from None
     message = (
         f"{args.agent} now uses {target.address}: wrote {', '.join(written)}"
         if written
@@ -239,9 +239,11 @@ def tinker_stop(ctx: JobContext, args: TinkerArgs) -> tuple[dict[str, Any], str]
     from machine_lsp.core.store import find_machine_dir
     from machine_lsp.tinker_server import process
 
-    record = process.stop(find_machine_dir(ctx.cwd))
-    if record is None:
-        message = "no Tinker server running for this project"
+    try:
+        outcome = process.stop(find_machine_dir(ctx.cwd))
+    except process.ServerError as exc:
+        raise JobError(str(exc)) from None
+    message = outcome.message
+    if outcome.stopped is None:
         return {"status": "stopped", "message": message}, message
-    message = f"stopped the Tinker server (pid {record.pid}, {record.base_url})"
-    return {**_tinker_state(record, message), "status": "stopped"}, message
+    return {**_tinker_state(outcome.stopped, message), "status": "stopped"}, message

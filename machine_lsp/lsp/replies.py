@@ -379,8 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.schema == "-":
         sys.stdout.write(text)
     else:
+        from machine_lsp.core.safe_files import write_output
+
         Path(args.schema).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.schema).write_text(text, encoding="utf-8")
+        write_output(args.schema, text.encode("utf-8"))
     return 0
 
 

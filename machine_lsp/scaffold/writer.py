@@ -1,10 +1,15 @@
-"""Write the scaffold files into a project directory, refusing to overwrite without `force`."""
+"""Write the scaffold files into a project directory, refusing to overwrite without `force`.
+
+Files are written by the safe-write rule (core/safe_files.py): a link, FIFO or device where a scaffold file or
+machine.toml should be is refused (never written through), and a planted temporary name is never used.
+"""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
+from machine_lsp.core.safe_files import NotRegularFile, write_file_safely
 from machine_lsp.scaffold.config import CONFIG_FILE, MachineConfig, render_toml
 
 TRAIN_SCRIPT = "train_sft.py"
@@ -31,9 +36,19 @@ def _check(paths: list[Path], force: bool) -> None:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        write_file_safely(path, text.encode("utf-8"), root=path.parent)
+    except NotRegularFile as exc:
+        raise ScaffoldExists(f"{exc}; machine never writes through links or special files") from None
+
+
+def write_default_config(project: Path) -> Path | None:
+    """machine.toml with the defaults, when the project has none (nothing at all there: not even a link)."""
+    path = project / CONFIG_FILE
+    if path.is_symlink() or path.exists():
+        return None
+    _write(path, render_toml(MachineConfig()))
+    return path
 
 
 def write_train_scaffold(

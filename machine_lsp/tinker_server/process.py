@@ -1,8 +1,9 @@
 """Start, find, wait for and stop the managed SkyRL tx server (`machine tinker serve|status|stop`).
 
-* One server per project: its record (`server.json`), log, database and checkpoints live in
-  `.machine/tinker-server/`. The record names the pid together with the process's start time (in clock ticks
-  since boot) and the boot id, so a pid reused by another process, or a record left by a reboot, reads as stale.
+* One server per project: its record (`server.json`, record.py), log, database and checkpoints live in
+  `.machine/tinker-server/`, written by the safe-write rule (no link followed). `stop` signals only a process the
+  record proves to be the server (pid, start time, boot, command line and a token in its environment), and says
+  whether it really ended.
 * The server runs detached (its own session, so `stop` signals the API server and the engine it spawns together),
   under SkyRL tx's own venv (`venv.py`), always on 127.0.0.1, through the compatibility layer (`compat.py`).
 * SkyRL tx starts its engine with a hard-coded `uv run ... -m tx.tinker.engine ...`: a `uv` shim on the server's
@@ -24,18 +25,34 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
-
+from machine_lsp.core.safe_files import open_append_safely, open_dir_under, write_file_safely
 from machine_lsp.tinker_server import venv
+from machine_lsp.tinker_server.record import (  # noqa: F401 (re-exported: the verbs and tests use process.X)
+    DIR_NAME,
+    RECORD_FILE,
+    TOKEN_ENV,
+    GarbledRecord,
+    ServerRecord,
+    boot_id,
+    is_alive,
+    live_record,
+    new_token,
+    ownership,
+    process_start_ticks,
+    read_record,
+    record_path,
+    remove_record,
+    server_dir,
+    write_record,
+)
 
 Progress = Callable[[str], None]
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
-DIR_NAME = "tinker-server"
-RECORD_FILE = "server.json"
 LOG_FILE = "server.log"
 READY_TIMEOUT_S = 900.0
 STOP_TIMEOUT_S = 20.0
@@ -58,86 +75,8 @@ class ServerError(RuntimeError):
     """A serve/stop request that cannot be carried out; the message is one line that says why and what to do."""
 
 
-class ServerRecord(msgspec.Struct, kw_only=True):
-    pid: int
-    start_ticks: int  # /proc/<pid>/stat field 22: tells a reused pid apart
-    boot_id: str  # /proc/sys/kernel/random/boot_id: tells a record from before a reboot apart
-    host: str
-    port: int
-    base_url: str
-    model: str
-    log: str
-    started_at: str
-    ready: bool = False
-
-
-def server_dir(machine_dir: Path) -> Path:
-    return machine_dir / DIR_NAME
-
-
 def base_url_for(port: int) -> str:
     return f"http://{HOST}:{port}"
-
-
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """The start time of `pid` in clock ticks since boot, or None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces: split after its closing parenthesis.
-    fields = stat[stat.rindex(")") + 2 :].split()
-    return int(fields[19])  # field 22 overall; fields[0] is field 3
-
-
-def read_record(machine_dir: Path) -> ServerRecord | None:
-    path = server_dir(machine_dir) / RECORD_FILE
-    try:
-        return msgspec.json.decode(path.read_bytes(), type=ServerRecord)
-    except FileNotFoundError:
-        return None
-    except (OSError, msgspec.MsgspecError):
-        return None  # unreadable: treated like a stale record
-
-
-def write_record(machine_dir: Path, record: ServerRecord) -> None:
-    path = server_dir(machine_dir) / RECORD_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(msgspec.json.encode(record))
-    tmp.replace(path)
-
-
-def remove_record(machine_dir: Path) -> None:
-    (server_dir(machine_dir) / RECORD_FILE).unlink(missing_ok=True)
-
-
-def is_alive(record: ServerRecord) -> bool:
-    """The recorded process still runs: same pid, same start time, same boot."""
-    if record.boot_id and record.boot_id != boot_id():
-        return False
-    return process_start_ticks(record.pid) == record.start_ticks
-
-
-def live_record(machine_dir: Path) -> tuple[ServerRecord | None, bool]:
-    """(the record of a running server or None, whether a stale record was found and removed)."""
-    record = read_record(machine_dir)
-    path = server_dir(machine_dir) / RECORD_FILE
-    if record is None:
-        stale = path.exists()
-        if stale:
-            remove_record(machine_dir)
-        return None, stale
-    if is_alive(record):
-        return record, False
-    remove_record(machine_dir)
-    return None, True
 
 
 def port_free(port: int) -> bool:
@@ -283,11 +222,10 @@ def _check_port(machine_dir: Path, port: int | None, progress: Progress) -> int:
 
 def _server_command(home: Path, venv_dir: Path, model_dir: Path, port: int, nice: int) -> list[str]:
     """The SkyRL tx command line (through `compat.py`), with the `uv` shim it expects written into `home/bin`."""
-    (home / "bin").mkdir(parents=True, exist_ok=True)
-    (home / "checkpoints").mkdir(exist_ok=True)
-    shim = home / "bin" / "uv"
-    shim.write_text(UV_SHIM.format(python=venv.venv_python(venv_dir)))
-    shim.chmod(0o755)
+    root = home.parent.parent  # the project: no link on the way down from it
+    os.close(open_dir_under(home / "checkpoints", root))
+    shim = UV_SHIM.format(python=venv.venv_python(venv_dir)).encode()
+    write_file_safely(home / "bin" / "uv", shim, root=root, new_mode=0o755)
     backend_config = {"max_lora_adapters": MAX_LORA_ADAPTERS, "max_lora_rank": MAX_LORA_RANK}
     argv = [
         str(venv.venv_python(venv_dir)),
@@ -301,7 +239,7 @@ def _server_command(home: Path, venv_dir: Path, model_dir: Path, port: int, nice
     return ["nice", "-n", str(nice), *argv] if nice else argv
 
 
-def _server_env(home: Path) -> dict[str, str]:
+def _server_env(home: Path, token: str) -> dict[str, str]:
     """Our environment for the server: CPU JAX with a persistent compile cache, offline, none of our packages."""
     jax_cache = venv.cache_dir() / "jax-cache"
     jax_cache.mkdir(parents=True, exist_ok=True)
@@ -315,6 +253,7 @@ def _server_env(home: Path) -> dict[str, str]:
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
     )
+    env[TOKEN_ENV] = token  # what `stop` checks before it signals anything
     env.pop("PYTHONPATH", None)  # the server venv must not see our packages
     env.pop("VIRTUAL_ENV", None)
     return env
@@ -334,21 +273,14 @@ def start(
     model_dir = server_model_dir(resolve_model(model, progress))
     venv_dir = venv.ensure_venv(progress)
     home = server_dir(machine_dir)
-    argv = _server_command(home, venv_dir, model_dir, port, nice)
-    env = _server_env(home)
-    log_path = home / LOG_FILE
-    progress(f"starting SkyRL tx on {base_url_for(port)} with {model_dir} (log: {log_path})")
-    with open(log_path, "ab") as log:
-        log.write(f"\n{START_MARKER} {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
-        log.flush()
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+    try:
+        argv = _server_command(home, venv_dir, model_dir, port, nice)
+        log_fd = open_append_safely(home / LOG_FILE, root=machine_dir.parent)
+    except OSError as exc:
+        raise ServerError(f"cannot prepare {home}: {exc}") from None
+    progress(f"starting SkyRL tx on {base_url_for(port)} with {model_dir} (log: {home / LOG_FILE})")
+    token = new_token()
+    proc = _spawn(argv, _server_env(home, token), log_fd)
     record = ServerRecord(
         pid=proc.pid,
         start_ticks=process_start_ticks(proc.pid) or 0,
@@ -357,8 +289,10 @@ def start(
         port=port,
         base_url=base_url_for(port),
         model=str(model_dir),
-        log=str(log_path),
+        log=str(home / LOG_FILE),
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        cmdline=argv[3:] if nice else argv,  # what runs once `nice` has exec'd the server
+        token=token,
     )
     write_record(machine_dir, record)
     try:
@@ -371,6 +305,21 @@ def start(
     record.ready = True
     write_record(machine_dir, record)
     return record
+
+
+def _spawn(argv: list[str], env: dict[str, str], log_fd: int) -> subprocess.Popen[bytes]:
+    """The server, detached in its own session, its output appended to the log behind a start marker."""
+    with open(log_fd, "ab") as log:
+        log.write(f"\n{START_MARKER} {dt.datetime.now(dt.UTC).isoformat()} ---\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def _wait_ready(
@@ -407,8 +356,41 @@ def _engine_ready(log_path: Path) -> bool:
     return ENGINE_READY_LINE in text[text.rfind(START_MARKER) :]
 
 
+def _signal(record: ServerRecord, sig: signal.Signals) -> None:
+    """`sig` to the server's process group (it leads its own session), or to the process alone if it does not
+    lead one (it was proven to be the server just before)."""
+    try:
+        if os.getpgid(record.pid) == record.pid:
+            os.killpg(record.pid, sig)
+        else:
+            os.kill(record.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _ended(record: ServerRecord, timeout: float) -> bool:
+    """Wait up to `timeout` for the recorded process to end (a reaped pid or a zombie counts as ended)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _reap(record.pid)
+        if not is_alive(record):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def _terminate(record: ServerRecord) -> bool:
+    """SIGTERM the proven server, SIGKILL it after STOP_TIMEOUT_S; True when it really ended."""
+    _signal(record, signal.SIGTERM)
+    if _ended(record, STOP_TIMEOUT_S):
+        return True
+    _signal(record, signal.SIGKILL)
+    return _ended(record, 10.0)
+
+
 def _terminate_group(pid: int, timeout: float = STOP_TIMEOUT_S) -> bool:
-    """SIGTERM the server's process group, SIGKILL it after `timeout`. True if it was running."""
+    """The child `start` just spawned and still holds (no record needed): SIGTERM its group, then SIGKILL."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -436,11 +418,35 @@ def _reap(pid: int) -> None:
         pass
 
 
-def stop(machine_dir: Path) -> ServerRecord | None:
-    """Stop this project's server; returns its record, or None if none was running (a stale record is removed)."""
-    record, _stale = live_record(machine_dir)
+@dataclass(frozen=True)
+class StopOutcome:
+    stopped: ServerRecord | None  # the server that was stopped, None when nothing was
+    message: str  # one line, true to what happened
+
+
+def stop(machine_dir: Path) -> StopOutcome:
+    """Stop this project's server, signalling only a process the record proves to be it. A stale, garbled or
+    unprovable record is removed (nothing signalled); a server that outlives SIGKILL raises ServerError."""
+    try:
+        record = read_record(machine_dir)
+    except GarbledRecord as exc:
+        remove_record(machine_dir)
+        return StopOutcome(None, f"removed a garbled server record: {exc}; nothing was signalled")
     if record is None:
-        return None
-    _terminate_group(record.pid)
+        return StopOutcome(None, "no Tinker server running for this project")
+    proof = ownership(record)
+    if not proof.owned:
+        remove_record(machine_dir)
+        if proof.reason == "its process is gone":
+            return StopOutcome(None, "no Tinker server running for this project (removed a stale record)")
+        return StopOutcome(
+            None,
+            f"not stopped: pid {record.pid} is running but {proof.reason}, so it was not signalled; "
+            "removed the record",
+        )
+    if not _terminate(record):
+        raise ServerError(
+            f"sent SIGKILL to the Tinker server (pid {record.pid}) but it is still running; the record is kept"
+        )
     remove_record(machine_dir)
-    return record
+    return StopOutcome(record, f"stopped the Tinker server (pid {record.pid}, {record.base_url})")

@@ -155,6 +155,15 @@ async def test_use_prints_and_writes_the_agent_config(vscode):
     with pytest.raises(JsonRpcException) as err:
         await call(client, "machine.use", {"checkpoint": "base", "agent": "vim"})
     assert "agent must be one of pi, codex, claude, opencode" in str(err.value)
+    for port in (0, 99999, -1):  # refused before anything is written (`or` once turned 0 into the default)
+        with pytest.raises(JsonRpcException) as err:
+            await call(client, "machine.use", {"checkpoint": "base", "agent": "claude-code", "port": port})
+        assert f"port {port} is not a TCP port (1-65535)" in str(err.value)
+    assert json.loads(target.read_text())["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8799"
+    spelled = await call(
+        client, "machine.use", {"checkpoint": "base", "agent": "claude-code", "port": 8798}, 60
+    )
+    assert spelled["agent"] == "claude" and "http://127.0.0.1:8798" in spelled["text"]
 
 
 async def test_tinker_commands_without_a_server(vscode, tmp_path):
@@ -228,7 +237,11 @@ async def test_tinker_commands_with_a_recorded_process(vscode):
         with pytest.raises(JsonRpcException) as err:
             await call(client, "machine.tinker.serve", {"port": busy}, 60)
     assert f"port {busy} on 127.0.0.1 is in use" in str(err.value)
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    holder_argv = [sys.executable, "-c", "import time; time.sleep(120)"]
+    token = process.new_token()  # `start` puts one into the server's environment; `stop` checks it
+    holder = subprocess.Popen(
+        holder_argv, start_new_session=True, env={**os.environ, process.TOKEN_ENV: token}
+    )
     try:
         port = free_port()
         machine_dir = root / ".machine"
@@ -246,6 +259,8 @@ async def test_tinker_commands_with_a_recorded_process(vscode):
                 log=str(machine_dir / "tinker-server" / "server.log"),
                 started_at="2026-12-01T00:00:00+00:00",
                 ready=True,
+                cmdline=holder_argv,
+                token=token,
             ),
         )
         status = await call(client, "machine.tinker.status", {}, 60)

@@ -53,7 +53,7 @@ def test_pi_models_json_is_merged_and_the_default_set_only_when_unset(project: P
     }
 
 
-def test_codex_config_toml_keeps_comments_and_other_providers_and_warns_about_context(project: Path) -> None:
+def test_codex_profile_file_leaves_config_toml_alone_and_warns_about_context(project: Path) -> None:
     codex = project.parent / "home" / ".codex"
     codex.mkdir(parents=True)
     original = '# my settings\nmodel = "gpt-x"\n\n[model_providers.other]\nbase_url = "http://y"\n'
@@ -61,15 +61,28 @@ def test_codex_config_toml_keeps_comments_and_other_providers_and_warns_about_co
     done = use(project, "base", "--agent", "codex", "--write")
     assert done.returncode == 0, done.stderr
     assert "context-length error" in done.stderr and "6,600 tokens" in done.stderr
-    text = (codex / "config.toml").read_text()
-    assert text.startswith(original)  # nothing of the user's is rewritten
-    config = tomllib.loads(text)
-    assert config["model"] == "gpt-x" and config["model_providers"]["other"]["base_url"] == "http://y"
-    provider = config["model_providers"]["machine"]
+    assert (codex / "config.toml").read_text() == original  # nothing of the user's is rewritten
+    profile = tomllib.loads((codex / "machine.config.toml").read_text())
+    assert profile["model"] == "machine" and profile["model_provider"] == "machine"
+    assert profile["model_context_window"] == 8192
+    provider = profile["model_providers"]["machine"]
     assert provider["wire_api"] == "responses" and provider["base_url"] == "http://127.0.0.1:8765/v1"
-    assert config["profiles"]["machine"] == {"model": "machine", "model_provider": "machine"}
+    assert "codex --profile machine" in done.stdout
     done = use(project, "base", "--agent", "codex", "--write")  # idempotent
-    assert tomllib.loads((codex / "config.toml").read_text()) == config
+    assert tomllib.loads((codex / "machine.config.toml").read_text()) == profile
+
+
+def test_codex_legacy_profile_written_before_is_moved_out_of_config_toml(project: Path) -> None:
+    codex = project.parent / "home" / ".codex"
+    codex.mkdir(parents=True)
+    (codex / "config.toml").write_text(
+        '# mine\nprofile = "machine"\n\n[profiles.machine]\nmodel = "machine"\n\n[profiles.work]\nmodel = "w"\n'
+    )
+    done = use(project, "base", "--agent", "codex", "--write")
+    assert done.returncode == 0, done.stderr
+    config = tomllib.loads((codex / "config.toml").read_text())
+    assert "profile" not in config and config["profiles"] == {"work": {"model": "w"}}
+    assert (codex / "config.toml").read_text().startswith("# mine\n")
 
 
 def test_claude_settings_env_is_merged_in_the_project(project: Path) -> None:
@@ -85,9 +98,12 @@ def test_claude_settings_env_is_merged_in_the_project(project: Path) -> None:
 
 
 def test_opencode_json_provider_in_the_project(project: Path) -> None:
+    (project / "opencode.json").write_text(json.dumps({"theme": "x", "compaction": {"prune": True}}))
     done = use(project, "base", "--agent", "opencode", "--write")
-    assert done.returncode == 0 and not done.stderr.strip()  # OpenCode's prompt fits: no warning
+    assert done.returncode == 0, done.stderr
+    assert "7,700 tokens" in done.stderr  # OpenCode's prompt and an answer leave almost none of 8,192
     data = json.loads((project / "opencode.json").read_text())
+    assert data["theme"] == "x" and data["compaction"] == {"prune": True, "auto": False}
     assert data["provider"]["machine"]["options"]["baseURL"] == "http://127.0.0.1:8765/v1"
     assert data["model"] == "machine/machine"
 

@@ -22,6 +22,16 @@ from machine_lsp.cli.main import main
 from machine_lsp.scaffold.config import ConfigError, load_config
 from machine_lsp.tinker_server import process, project
 
+TOKEN = "test-token-0123456789abcdef"
+TOKEN_ENV = {**os.environ, process.TOKEN_ENV: TOKEN}  # what `start` puts into the server's environment
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    except OSError:
+        return ["gone"]
+
 
 def _record(pid: int, **changes: object) -> process.ServerRecord:
     record = process.ServerRecord(
@@ -34,6 +44,8 @@ def _record(pid: int, **changes: object) -> process.ServerRecord:
         model="/m",
         log="/dev/null",
         started_at="2026-11-30T00:00:00+00:00",
+        cmdline=_cmdline(pid),
+        token=TOKEN,
     )
     return msgspec.structs.replace(record, **changes)
 
@@ -47,7 +59,7 @@ def machine_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def sleeper() -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=TOKEN_ENV)
     yield proc
     proc.kill()
     proc.wait()
@@ -90,7 +102,7 @@ def test_a_record_from_before_a_reboot_is_stale(machine_dir: Path, sleeper: subp
 
 def test_stop_without_a_server_signals_nothing(machine_dir: Path, sleeper: subprocess.Popen[bytes]) -> None:
     process.write_record(machine_dir, _record(sleeper.pid, start_ticks=1))  # stale: the pid is someone else's
-    assert process.stop(machine_dir) is None
+    assert process.stop(machine_dir).stopped is None
     assert sleeper.poll() is None
 
 
@@ -104,9 +116,10 @@ def test_stop_ends_the_whole_process_group(machine_dir: Path) -> None:
             "'import time; time.sleep(60)']); time.sleep(60)",
         ],
         start_new_session=True,
+        env=TOKEN_ENV,
     )
     process.write_record(machine_dir, _record(leader.pid))
-    assert process.stop(machine_dir) is not None
+    assert process.stop(machine_dir).stopped is not None
     leader.wait(timeout=30)
     with pytest.raises(ProcessLookupError):
         os.killpg(leader.pid, 0)
@@ -342,3 +355,108 @@ def test_an_interpreter_without_tarfile_filters_is_refused() -> None:
 
     with pytest.raises(venv.ServerSetupError, match=r"needs Python >= 3\.11\.4 .* is 3\.11\.[0-3]"):
         venv.check_python("/usr/bin/python3.11")
+
+
+# -- stop signals only a process it can prove is the server; records by the safe-write rule -----------------------
+
+
+def test_stop_never_signals_a_process_whose_command_line_is_not_the_servers(machine_dir: Path) -> None:
+    # The pid, start time and boot match (a record a cloned repository could hold), but not the command line.
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        process.write_record(
+            machine_dir, _record(other.pid, cmdline=["python", "compat.py", "--port", "8000"])
+        )
+        # Status never takes it for the server, and leaves the record for `stop` to explain and clear.
+        assert process.live_record(machine_dir) == (None, False)
+        assert process.read_record(machine_dir) is not None
+        outcome = process.stop(machine_dir)
+        assert outcome.stopped is None and outcome.message.startswith("not stopped:"), outcome
+        assert "command line is not the server's" in outcome.message
+        time.sleep(0.5)
+        assert other.poll() is None  # never signalled
+        assert process.read_record(machine_dir) is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_stop_never_signals_a_process_without_the_servers_token(machine_dir: Path) -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # no token in its env
+    try:
+        process.write_record(machine_dir, _record(other.pid))
+        outcome = process.stop(machine_dir)
+        assert outcome.stopped is None and "does not hold the server's token" in outcome.message
+        time.sleep(0.5)
+        assert other.poll() is None
+        old_format = _record(other.pid, cmdline=[], token="")  # written before records carried a proof
+        process.write_record(machine_dir, old_format)
+        assert "carries no proof" in process.stop(machine_dir).message and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_stop_tells_the_truth_about_a_server_that_ignores_sigterm(
+    machine_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process, "STOP_TIMEOUT_S", 1.0)
+    stubborn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
+        ],
+        env=TOKEN_ENV,  # not a group leader: signalled as a process
+    )
+    try:
+        time.sleep(0.5)  # its SIGTERM handler is in place
+        process.write_record(machine_dir, _record(stubborn.pid))
+        outcome = process.stop(machine_dir)
+        assert outcome.stopped is not None and outcome.message.startswith("stopped the Tinker server")
+        assert process.process_start_ticks(stubborn.pid) is None  # it took the SIGKILL: "stopped" is true
+    finally:
+        if stubborn.poll() is None:
+            stubborn.kill()
+
+
+def test_a_garbled_record_is_cleared_by_stop_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MACHINE_HOME", raising=False)
+    path = process.record_path(tmp_path / ".machine")
+    path.parent.mkdir(parents=True)
+    for garbled in ('{"pid": "x"', '{"pid": 1}', "\xff\xfe"):
+        path.write_text(garbled, errors="surrogateescape")
+        assert main(["tinker", "stop"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("removed a garbled server record") and "nothing was signalled" in out, out
+        assert len(out.strip().splitlines()) == 1 and not path.exists()
+
+
+def test_a_planted_server_tmp_link_is_never_written_through(machine_dir: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (process.server_dir(machine_dir) / "server.tmp").symlink_to(victim)
+    (process.server_dir(machine_dir) / ".server.json.machine-tmp").symlink_to(victim)
+    process.write_record(machine_dir, _record(os.getpid()))
+    assert victim.read_text() == "precious\n"
+    assert process.read_record(machine_dir) == _record(os.getpid())
+
+
+def test_a_linked_server_dir_or_record_is_refused(tmp_path: Path) -> None:
+    machine_dir = tmp_path / ".machine"
+    machine_dir.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    process.server_dir(machine_dir).symlink_to(outside)
+    with pytest.raises(OSError, match="tinker-server is a symbolic link, not a directory"):
+        process.write_record(machine_dir, _record(os.getpid()))
+    assert list(outside.iterdir()) == []
+    process.server_dir(machine_dir).unlink()
+    process.server_dir(machine_dir).mkdir()
+    (outside / "server.json").write_bytes(msgspec.json.encode(_record(os.getpid())))
+    process.record_path(machine_dir).symlink_to(outside / "server.json")
+    assert process.stop(machine_dir).message.startswith("removed a garbled server record")
+    assert (outside / "server.json").exists()  # only the link was removed

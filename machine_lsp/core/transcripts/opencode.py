@@ -23,15 +23,10 @@ in an export file; in the database, the turn's number (1, 2, ...) in the session
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import msgspec
 
@@ -47,6 +42,7 @@ from machine_lsp.core.schema import (
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 from machine_lsp.core.transcripts.unknown import describe_document
+from machine_lsp.core.transcripts.sqlite_read import open_read_only
 
 HARNESS = "opencode"
 CHECKED_VERSION = "1.18.33"
@@ -158,48 +154,6 @@ class DbSession:
     project_worktree: str | None
 
 
-@contextmanager
-def open_read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection that never writes the database (nor its -wal/-shm files).
-
-    OpenCode keeps the database in WAL mode and may be writing to it. A `mode=ro` connection reads the WAL; when
-    that is refused (a read-only folder, a lock that outlasts the timeout), the database and its WAL are copied to
-    a temporary folder and read there, so the user's files are never touched.
-    """
-    uri = f"file:{quote(str(path.absolute()))}?mode=ro"
-    connection: sqlite3.Connection | None = None
-    try:
-        connection = sqlite3.connect(uri, uri=True, timeout=2.0)
-        connection.execute("select count(*) from sqlite_master").fetchone()
-    except sqlite3.Error:
-        if connection is not None:
-            connection.close()
-        connection = None
-    if connection is not None:
-        try:
-            yield connection
-        finally:
-            connection.close()
-        return
-    with tempfile.TemporaryDirectory(prefix="machine-opencode-") as scratch:
-        copy = Path(scratch) / path.name
-        shutil.copyfile(path, copy)
-        for suffix in ("-wal", "-shm"):
-            side = path.with_name(path.name + suffix)
-            if side.exists():
-                shutil.copyfile(side, copy.with_name(copy.name + suffix))
-        try:
-            connection = sqlite3.connect(f"file:{quote(str(copy))}?mode=ro", uri=True, timeout=2.0)
-        except sqlite3.Error as exc:
-            raise TranscriptError(
-                path.absolute().as_uri(), f"cannot open the OpenCode database: {exc}"
-            ) from None
-        try:
-            yield connection
-        finally:
-            connection.close()
-
-
 def db_sessions(path: Path) -> list[DbSession]:
     """Every session in an OpenCode database, newest first."""
     uri = path.absolute().as_uri()
@@ -251,8 +205,11 @@ def load_db_turns(
         session_id = top_level[0].id
     elif not any(session.id == session_id for session in sessions):
         raise TranscriptError(base_uri, f"no session {session_id} in this OpenCode database")
-    with open_read_only(path) as connection:
-        messages = db_session_messages(connection, session_id)
+    try:
+        with open_read_only(path) as connection:
+            messages = db_session_messages(connection, session_id)
+    except sqlite3.Error as exc:
+        raise TranscriptError(base_uri, f"not an OpenCode database ({exc})") from None
     uri = f"{base_uri}#{session_id}"
     result = TurnList()
     reader = _Reader(uri, session_id, trace=trace, thinking=thinking)

@@ -418,17 +418,16 @@ class CommandsFeature(LanguageFeature):
     async def eval_init(self, args: dict[str, Any]) -> WroteReply:
         """Write eval.py (and machine.toml if missing) into the project (`machine train eval init`)."""
         from machine_lsp.core.store import find_project_root
-        from machine_lsp.scaffold.config import CONFIG_FILE, MachineConfig, render_toml
-        from machine_lsp.scaffold.writer import ScaffoldExists, write_eval_scaffold
+        from machine_lsp.scaffold.writer import ScaffoldExists, write_default_config, write_eval_scaffold
 
         project = find_project_root(self.server.project_start(args.get("uri")))
         try:
             written = write_eval_scaffold(project, command="machine.eval.init", force=bool(args.get("force")))
         except ScaffoldExists as exc:
             raise CommandError(message=str(exc)) from None
-        if not (project / CONFIG_FILE).exists():
-            (project / CONFIG_FILE).write_text(render_toml(MachineConfig()), encoding="utf-8")
-            written.append(project / CONFIG_FILE)
+        config = write_default_config(project)
+        if config is not None:
+            written.append(config)
         return self._wrote(written, "next: machine.eval.baseline with {'data': 'EVAL.jsonl'}")
 
     def _wrote(self, written: list[Path], hint: str) -> WroteReply:

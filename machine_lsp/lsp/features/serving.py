@@ -203,16 +203,14 @@ class ServingFeature(LanguageFeature):
     async def use(self, args: dict[str, Any]) -> UseReply:
         from machine_lsp.serve import agents
 
-        agent = args.get("agent")
-        if agent not in agents.AGENTS:
-            raise CommandError(
-                message=f"Use Checkpoint: agent must be one of {', '.join(agents.AGENTS)}, not {agent!r}"
-            )
         cur = self.current if self.current is not None and self.current.running else None
         checkpoint = _str(args, "checkpoint") or (cur.checkpoint if cur else "latest")
-        port = args.get("port") or (cur.port if cur else agents.DEFAULT_PORT)
-        if not isinstance(port, int) or isinstance(port, bool):
-            raise CommandError(message=f"Use Checkpoint: port must be a number, not {port!r}")
+        port = args.get("port")
+        try:
+            agent = agents.agent_name(args.get("agent"))
+            port = agents.check_port((cur.port if cur else agents.DEFAULT_PORT) if port is None else port)
+        except agents.UseError as exc:
+            raise CommandError(message=f"Use Checkpoint: {exc}") from None
         served = cur.checkpoint if cur is not None and cur.port == port else None
         job_args = {
             "agent": agent,

@@ -10,9 +10,11 @@ import asyncio
 import functools
 from typing import Any
 
+from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from machine_lsp.core.sessions import HARNESSES, find_session, find_sessions, project_root
+from machine_lsp.core.agent_names import harness_name
+from machine_lsp.core.sessions import HARNESSES, Homes, find_session, find_sessions, project_root
 from machine_lsp.core.transcripts import TranscriptError
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.replies import (
@@ -40,13 +42,19 @@ class SessionsFeature(LanguageFeature):
 
     async def sessions(self, args: dict[str, Any]) -> SessionsReply:
         harness = args.get("harness")
+        harness = harness_name(harness) if isinstance(harness, str) else harness
         if harness is not None and harness not in HARNESSES:
             raise SessionsError(message=f"harness must be one of {', '.join(HARNESSES)}, not {harness!r}")
         limit = args.get("limit", 20)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise SessionsError(message="limit must be a whole number ≥ 0")
         project = project_root(self.server.project_start(args.get("uri")))
-        found = await _in_thread(find_sessions, project, harness=harness, count_turns=limit)
+        homes = Homes()
+        found = await _in_thread(find_sessions, project, harness=harness, homes=homes, count_turns=limit)
+        for note in homes.notes:  # a source that could not be read (the others are listed): in the output log
+            self.server.window_log_message(
+                types.LogMessageParams(type=types.MessageType.Warning, message=note)
+            )
         return SessionsReply(
             project=str(project),
             sessions=[
