@@ -41,8 +41,8 @@ from machine_lsp.core.schema import (
 )
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
-from machine_lsp.core.transcripts.unknown import describe_document
 from machine_lsp.core.transcripts.sqlite_read import open_read_only
+from machine_lsp.core.transcripts.unknown import describe_document
 
 HARNESS = "opencode"
 CHECKED_VERSION = "1.18.33"
