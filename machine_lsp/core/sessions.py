@@ -11,6 +11,7 @@ unusual setups can move them):
 | Codex | `$CODEX_HOME` or `~/.codex`, `sessions/YYYY/MM/DD/rollout-*.jsonl` | `session_meta.payload.cwd` |
 | OpenCode | `$XDG_DATA_HOME` or `~/.local/share`, `opencode/opencode.db` | `session.directory` |
 | Letta Code | `$LETTA_LOCAL_BACKEND_DIR` or `~/.letta/lc-local-backend`, `conversations/<id>/messages.jsonl` | header `cwd` |
+| proxy (`machine capture proxy`) | the project's store, `.machine/captured/*.jsonl` | the project itself |
 
 Only a log's first lines are read to place it; turns are counted (the whole log read) for the newest sessions only.
 """
@@ -28,7 +29,7 @@ from machine_lsp.core.schema import text_of
 from machine_lsp.core.transcripts import TranscriptError, Turn, load_turns, turn_at
 from machine_lsp.core.transcripts.opencode import db_sessions, load_db_turns
 
-HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code")
+HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code", "proxy")
 _HEAD_BYTES = 256 * 1024  # enough for the first lines of any log (Claude Code's first lines can be long)
 
 
@@ -109,6 +110,8 @@ def find_sessions(
         if harness is not None and name != harness:
             continue
         found.extend(session for session in finder(homes) if _inside(session.cwd, project))
+    if harness in (None, "proxy"):
+        found.extend(_captured_sessions(project))
     found.sort(key=lambda session: (session.updated, session.id), reverse=True)
     for session in found[:count_turns]:
         _count(session)
@@ -233,6 +236,19 @@ def _opencode_sessions(homes: Homes) -> Iterator[Session]:
         if row.parent_id:
             continue  # a sub-agent's session: listed under its parent's tool call, not on its own
         yield Session("opencode", row.id, database, row.directory, row.time_updated / 1000)
+
+
+def _captured_sessions(project: Path) -> Iterator[Session]:
+    """The recording proxy's logs in this project's store (they belong to it by where they are)."""
+    from machine_lsp.core.store import find_machine_dir
+
+    directory = find_machine_dir(project) / "captured"
+    if directory.is_symlink():
+        return  # the store never follows a link out of itself
+    for path in _glob(directory, "*.jsonl"):
+        header = _first_object(path)
+        if header is not None and header.get("capture") == "proxy":
+            yield _file_session("proxy", path, header.get("session"), str(project))
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------

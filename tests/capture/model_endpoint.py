@@ -67,6 +67,7 @@ class Recorded:
     body: Any
     reply: Reply | None
     headers: dict[str, str]
+    credential: str = ""  # the `authorization` / `x-api-key` value (kept out of `headers`)
 
 
 class ModelEndpoint:
@@ -305,6 +306,9 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 return raw.decode("utf-8", "replace")
 
+        def _credential(self) -> str:
+            return self.headers.get("Authorization") or self.headers.get("X-Api-Key") or ""
+
         def _headers(self) -> dict[str, str]:
             hidden = {"authorization", "x-api-key", "api-key"}
             return {k.lower(): v for k, v in self.headers.items() if k.lower() not in hidden}
@@ -344,24 +348,25 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             path = urlsplit(self.path).path.rstrip("/")
             body = self._body()
+            credential = self._credential()
             if not isinstance(body, dict):
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))
                 self._json(400, {"error": {"message": "expected a JSON object", "type": "invalid_request"}})
                 return
             if path.endswith("/chat/completions"):
                 reply = _chat_reply(endpoint, body)
-                endpoint.record(Recorded("chat", self.path, body, reply, self._headers()))
+                endpoint.record(Recorded("chat", self.path, body, reply, self._headers(), credential))
                 self._chat(body, reply)
             elif path.endswith("/responses"):
                 reply = _responses_reply(endpoint, body)
-                endpoint.record(Recorded("responses", self.path, body, reply, self._headers()))
+                endpoint.record(Recorded("responses", self.path, body, reply, self._headers(), credential))
                 self._responses(body, reply)
             elif path.endswith("/messages/count_tokens"):
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))
                 self._json(200, {"input_tokens": len(json.dumps(body)) // 4})
             elif path.endswith("/messages"):
                 reply = _anthropic_reply(endpoint, body)
-                endpoint.record(Recorded("anthropic", self.path, body, reply, self._headers()))
+                endpoint.record(Recorded("anthropic", self.path, body, reply, self._headers(), credential))
                 self._anthropic(body, reply)
             else:
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))

@@ -24,6 +24,7 @@ from machine_lsp.core.transcripts.base import (
     Turn,
     TurnList,
 )
+from machine_lsp.core.transcripts.captured import CapturedAdapter
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
 from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
 from machine_lsp.core.transcripts.codex import CodexAdapter
@@ -52,11 +53,15 @@ ADAPTERS: list[TranscriptAdapter] = [
 ]
 ADAPTERS.insert(0, LettaCodeAdapter())  # Pi's format with a Letta conversation id: before Pi
 ADAPTERS.insert(-1, OpenCodeExportAdapter())  # `opencode export` JSON: before the chat fallback
+ADAPTERS.insert(
+    -1, CapturedAdapter()
+)  # `machine capture proxy` logs carry `messages`: before the chat fallback
 SUPPORTED = (
     'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
     "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
     ", OpenCode (opencode.db, `opencode export` JSON), Letta Code (~/.letta/lc-local-backend/conversations/"
     "<id>/messages.jsonl)"
+    ", the recording proxy's logs (.machine/captured/*.jsonl)"
 )
 
 
