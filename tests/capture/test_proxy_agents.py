@@ -9,18 +9,27 @@ no file of the store.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import pytest_lsp
 from capture_agents import AgentRun
 from capture_helpers import TOOL_PROMPT, Cli
 from harness_runs import require
 from model_endpoint import ModelEndpoint
 from opencode_run import OpenCodeRun
 from proxy_run import KEY, ProxyProcess, Upstream, endpoint_bodies, keyed
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from machine_lsp.cli.main import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lsp"))
+
+from lsp_helpers import SERVER, close, code_actions, open_doc, run_action, start, store_rows  # noqa: E402
 
 AGENTS = ("pi", "codex", "claude-code", "opencode")
 FINAL_ANSWER = "The command printed: hi"
@@ -132,3 +141,35 @@ def test_no_key_is_stored(
         data = path.read_bytes()
         assert KEY.encode() not in data, f"{path} holds the agent's key"
         assert b'"authorization"' not in data.lower() and b'"x-api-key"' not in data.lower(), path
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def vscode(lsp_client: LanguageClient, tmp_path: Path):
+    await start(lsp_client, "visual-studio-code", tmp_path)
+    lsp_client.root = tmp_path  # type: ignore[attr-defined]
+    yield
+    await close(lsp_client)
+
+
+async def test_code_actions_tag_a_captured_line_in_the_language_server(
+    vscode: LanguageClient,
+    agent_rows: dict[str, tuple[list[dict], list[dict]]],
+    proxied: tuple[ModelEndpoint, ProxyProcess],
+) -> None:
+    client = vscode
+    _, proxy = proxied
+    text = proxy.log.read_text()
+    uri = open_doc(client, client.root / "captured.jsonl", text)
+    rows, _ = agent_rows["claude-code"]
+    final = next(r for r in rows if r["messages"][-1]["content"] == FINAL_ANSWER)
+    line0 = proxy.rows().index(final)
+    actions = await code_actions(client, uri, line0)
+    titles = [a["title"] for a in actions]
+    traced = [a for a in actions if "full trace" in a["title"] and "good" in a["title"]]
+    assert traced, titles
+    await run_action(client, traced[0])
+    (record,) = store_rows(client.root)
+    assert record["source"]["harness"] == "proxy" and record["source"]["line"] == line0 + 1
+    assert record["messages"][-1]["content"] == FINAL_ANSWER
+    await asyncio.sleep(0.3)
+    assert not client.diagnostics.get(uri)  # a captured log is not chat JSONL to be validated
