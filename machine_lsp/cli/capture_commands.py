@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import sys
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 from rich.console import Console
@@ -96,7 +98,7 @@ def _proxy(args: argparse.Namespace) -> int:
         err.print(f"machine capture proxy: {escape(bind_error(exc, HOST, args.port))} (--port)")
         return EXIT_USAGE
     settings = proxy.ProxySettings(
-        upstream=args.upstream, log=log, bound_port=sock.getsockname()[1], on_exchange=_printer(err)
+        upstream=args.upstream, log=log, bound_port=sock.getsockname()[1], on_exchange=_printed
     )
 
     def ready(url: str) -> None:
@@ -111,12 +113,10 @@ def _proxy(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _printer(err: Console):  # type: ignore[no-untyped-def]
-    def printed(row, line: int) -> None:  # type: ignore[no-untyped-def]
-        note = f" ({escape(row.problem)})" if row.problem else ""
-        err.print(f"{row.api} {row.status}{' stream' if row.stream else ''} -> line {line}{note}")
-
-    return printed
+def _printed(row: Any, line: int) -> None:
+    """One plain line per exchange (rich's rendering would hold the GIL the proxy's event loop needs)."""
+    note = f" ({row.problem})" if row.problem else ""
+    sys.stderr.write(f"{row.api} {row.status}{' stream' if row.stream else ''} -> line {line}{note}\n")
 
 
 async def _until_signalled(sock, settings, ready) -> None:  # type: ignore[no-untyped-def]
