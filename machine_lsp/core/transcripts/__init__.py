@@ -28,6 +28,7 @@ from machine_lsp.core.transcripts.captured import CapturedAdapter
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
 from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
 from machine_lsp.core.transcripts.codex import CodexAdapter
+from machine_lsp.core.transcripts.gemini_cli import GeminiCliAdapter
 from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter, is_opencode_db, load_db_turns
 from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
 
@@ -53,14 +54,16 @@ ADAPTERS: list[TranscriptAdapter] = [
 ]
 ADAPTERS.insert(0, LettaCodeAdapter())  # Pi's format with a Letta conversation id: before Pi
 ADAPTERS.insert(-1, OpenCodeExportAdapter())  # `opencode export` JSON: before the chat fallback
-ADAPTERS.insert(
-    -1, CapturedAdapter()
-)  # `machine capture proxy` logs carry `messages`: before the chat fallback
+# `machine capture proxy` logs carry `messages`: before the chat fallback.
+ADAPTERS.insert(-1, CapturedAdapter())
+# A Gemini CLI header has a `sessionId` as Claude Code's lines do: first.
+ADAPTERS.insert(0, GeminiCliAdapter())
 SUPPORTED = (
     'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
     "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
     ", OpenCode (opencode.db, `opencode export` JSON), Letta Code (~/.letta/lc-local-backend/conversations/"
     "<id>/messages.jsonl)"
+    ", Gemini CLI (~/.gemini/tmp/<project>/chats/session-*.jsonl or .json)"
     ", the recording proxy's logs (.machine/captured/*.jsonl)"
 )
 
