@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import socket
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rich.console import Console
@@ -21,6 +23,9 @@ from rich.markup import escape
 
 from machine_lsp.core.safe_files import NotRegularFile
 from machine_lsp.core.store import find_machine_dir
+
+if TYPE_CHECKING:
+    from machine_lsp.serve.proxy import ProxySettings
 
 EXIT_OK, EXIT_USAGE, EXIT_STORE = 0, 2, 3
 DEFAULT_PORT = 8788
@@ -119,7 +124,9 @@ def _printed(row: Any, line: int) -> None:
     sys.stderr.write(f"{row.api} {row.status}{' stream' if row.stream else ''} -> line {line}{note}\n")
 
 
-async def _until_signalled(sock, settings, ready) -> None:  # type: ignore[no-untyped-def]
+async def _until_signalled(
+    sock: socket.socket, settings: ProxySettings, ready: Callable[[str], None]
+) -> None:
     from machine_lsp.serve import proxy
 
     stop = asyncio.Event()

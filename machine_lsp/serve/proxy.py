@@ -14,7 +14,6 @@ import asyncio
 import concurrent.futures
 import json
 import logging
-import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -116,7 +115,6 @@ class Proxy:
         self.client: aiohttp.ClientSession | None = None
         # One worker: lines are written in the order the answers ended, and the event loop never waits on disk.
         self.recorder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="capture")
-        self.in_flight = 0
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.settings.max_body, middlewares=[self._guard])
@@ -133,10 +131,6 @@ class Proxy:
         if self.client is not None:
             await self.client.close()
         await asyncio.get_running_loop().run_in_executor(None, self.recorder.shutdown, True)
-
-    def flush(self) -> None:
-        """Wait (from another thread) until every exchange that has ended is in the log."""
-        self.recorder.submit(lambda: None).result(timeout=60)
 
     # -- errors in the API's own shape ----------------------------------------------------------------------
 
@@ -176,11 +170,9 @@ class Proxy:
             kept = {name: request.headers[name] for name in KEPT_HEADERS if name in request.headers}
             encoding = request.headers.get("Content-Encoding", "")
             exchange = _Exchange(api, request.method, request.path, body, kept, encoding)
-        self.in_flight += 1
         try:
             return await self._relay(request, api, body, exchange)
         finally:
-            self.in_flight -= 1
             if exchange is not None:
                 self.recorder.submit(self._record, exchange)
 
@@ -235,6 +227,11 @@ class Proxy:
         assert log_file is not None
         try:
             row = _row(exchange, log_file.session)
+        except Exception as exc:  # noqa: BLE001 - an exchange this cannot read is still kept, as it came
+            exchange.problem = f"the exchange could not be read: {type(exc).__name__}: {exc}"
+            exchange.events, exchange.answer = [], bytearray()
+            row = _row(exchange, log_file.session)
+        try:
             line = log_file.append(row)
         except OSError as exc:
             log.error("machine capture proxy: cannot write %s: %s", log_file.path, exc)
@@ -308,9 +305,7 @@ async def run(
     host, port = sock.getsockname()[:2]
     if on_ready is not None:
         on_ready(f"http://{host}:{port}")
-    started = time.monotonic()
     try:
         await stop.wait()
     finally:
-        log.debug("proxy ran %.1f s", time.monotonic() - started)
         await runner.cleanup()
