@@ -72,7 +72,8 @@ def _missing_verb(parser: argparse.ArgumentParser) -> int:
 def _upstream_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"--upstream must be an http(s) URL such as https://api.openai.com, got {url!r}"
+        # The URL itself is not echoed: it may carry a key.
+        return f"--upstream must be an http(s) URL such as https://api.openai.com (scheme {parts.scheme or 'none'!r})"
     if parts.query or parts.fragment:
         return "--upstream takes a base URL without a query or fragment"
     return None

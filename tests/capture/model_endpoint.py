@@ -71,6 +71,7 @@ class Recorded:
     reply: Reply | None
     headers: dict[str, str]
     credential: str = ""  # the `authorization` / `x-api-key` value (kept out of `headers`)
+    raw: bytes = b""  # the body's bytes as received (unpacked when gzip-encoded)
 
 
 class ModelEndpoint:
@@ -304,6 +305,7 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             if self.headers.get("Content-Encoding") == "gzip":
                 raw = gzip.decompress(raw)
+            self.raw_body = raw
             try:
                 return json.loads(raw) if raw else None
             except ValueError:
@@ -364,22 +366,30 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
                 return
             if gemini_api.is_gemini_path(path):
                 reply = choose_reply(endpoint, **gemini_api.reply_inputs(body))
-                endpoint.record(Recorded("gemini", self.path, body, reply, self._headers(), credential))
+                endpoint.record(
+                    Recorded("gemini", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
                 self._gemini(path, reply)
             elif path.endswith("/chat/completions"):
                 reply = _chat_reply(endpoint, body)
-                endpoint.record(Recorded("chat", self.path, body, reply, self._headers(), credential))
+                endpoint.record(
+                    Recorded("chat", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
                 self._chat(body, reply)
             elif path.endswith("/responses"):
                 reply = _responses_reply(endpoint, body)
-                endpoint.record(Recorded("responses", self.path, body, reply, self._headers(), credential))
+                endpoint.record(
+                    Recorded("responses", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
                 self._responses(body, reply)
             elif path.endswith("/messages/count_tokens"):
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))
                 self._json(200, {"input_tokens": len(json.dumps(body)) // 4})
             elif path.endswith("/messages"):
                 reply = _anthropic_reply(endpoint, body)
-                endpoint.record(Recorded("anthropic", self.path, body, reply, self._headers(), credential))
+                endpoint.record(
+                    Recorded("anthropic", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
                 self._anthropic(body, reply)
             else:
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))

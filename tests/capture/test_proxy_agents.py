@@ -79,6 +79,11 @@ def test_each_exchange_is_recorded_as_the_endpoint_received_it(
         assert row["status"] == 200 and row.get("problem") is None, row.get("problem")
         assert row["request"] in unmatched, f"{name}: a captured request the endpoint never got"
         unmatched.remove(row["request"])
+    # Byte for byte: each body the endpoint received is, verbatim, the `request` of one captured line.
+    lines = proxied[1].log.read_bytes().splitlines()
+    for received in proxied[0].model_requests():
+        if received.body in [row["request"] for row in rows]:
+            assert any(b'"request":' + received.raw + b"," in line for line in lines), name
     answer = [row for row in rows if row["messages"][-1]["content"] == FINAL_ANSWER]
     assert len(answer) == 1
     messages = answer[0]["messages"]

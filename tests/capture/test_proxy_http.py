@@ -325,3 +325,25 @@ async def test_an_exchange_it_cannot_read_is_reported_at_its_line_and_the_others
         {"role": "user", "content": "what is this?"},
         {"role": "assistant", "content": "A cat."},
     ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--upstream", "ftp://example.com"], "--upstream must be an http(s) URL"),
+        (["--upstream", "https://api.example.com/?key=sk-x"], "without a query"),
+        (["--upstream", "http://127.0.0.1:9", "--port", "70000"], "--port must be 0-65535"),
+    ],
+)
+def test_bad_usage_is_one_line_and_exit_2(
+    argv: list[str],
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("MACHINE_HOME", str(tmp_path / ".machine"))
+    assert main(["capture", "proxy", *argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1 and "sk-x" not in err, err
+    assert not (tmp_path / ".machine").exists()
