@@ -10,18 +10,26 @@ since the pinned CLI no longer writes it.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import pytest_lsp
 from capture_agents import AgentRun
 from capture_helpers import TEXT_PROMPT, TOOL_PROMPT, AgentSession, Cli
 from harness_runs import require
 from model_endpoint import ModelEndpoint
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from machine_lsp.cli.main import main
 from machine_lsp.core.transcripts import load_turns, turn_at
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lsp"))
+
+from lsp_helpers import SERVER, close, code_actions, open_doc, run_action, start, store_rows  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gemini_cli"
 FINAL_ANSWER = "The command printed: hi"
@@ -132,3 +140,32 @@ def test_the_0_39_json_document_format_is_read(cli: Cli) -> None:
     code, _, err = cli("good", "--from", f"{old}:{last.end_line}")
     assert code == 0, err
     assert cli.records()[-1]["messages"][-1]["content"] == FINAL_ANSWER
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def vscode(lsp_client: LanguageClient, tmp_path: Path):
+    await start(lsp_client, "visual-studio-code", tmp_path)
+    lsp_client.root = tmp_path  # type: ignore[attr-defined]
+    yield
+    await close(lsp_client)
+
+
+async def test_code_actions_tag_an_answer_line_in_the_language_server(
+    vscode: LanguageClient, gemini_session: AgentSession
+) -> None:
+    client = vscode
+    text = gemini_session.log.read_text()
+    uri = open_doc(client, client.root / "session.jsonl", text)
+    line0 = max(
+        i for i, line in enumerate(text.splitlines()) if FINAL_ANSWER in line and '"type":"gemini"' in line
+    )
+    actions = await code_actions(client, uri, line0)
+    traced = [a for a in actions if "full trace" in a["title"] and "good" in a["title"]]
+    assert traced, [a["title"] for a in actions]
+    await run_action(client, traced[0])
+    (record,) = store_rows(client.root)
+    assert record["source"]["harness"] == "gemini-cli" and record["source"]["line"] == line0 + 1
+    assert record["messages"][-1]["content"] == FINAL_ANSWER
+    assert not await code_actions(client, uri, 0)  # the header line is no answer
+    await asyncio.sleep(0.3)
+    assert not client.diagnostics.get(uri)

@@ -175,6 +175,8 @@ def is_assistant_entry(obj: object) -> bool:
         return message.get("role") == "assistant"
     if obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj:  # Claude Code
         return True
+    if obj.get("type") == "gemini" and isinstance(obj.get("id"), str):  # Gemini CLI
+        return True
     payload = obj.get("payload")
     if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
         kind = payload.get("type")
