@@ -231,9 +231,10 @@ def main() -> None:
         results["proxy"] = measure_proxy(args.requests, 8)
         sections.append(proxy_table(results["proxy"], args.requests, 8))
     when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC"
+    mb = f" --mb {args.mb:g}" if args.part != "proxy" else ""
     load = f"load average {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
     body = (
-        f"_(bench/capture.py --part {args.part} --mb {args.mb:g} --requests {args.requests})_ — measured {when} on "
+        f"_(bench/capture.py --part {args.part}{mb} --requests {args.requests})_ — measured {when} on "
         f"{os.cpu_count()} cores, {load}.\n\n" + "\n\n".join(sections)
     )
     print()

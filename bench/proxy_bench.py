@@ -139,7 +139,8 @@ async def _throughput(url: str, streams: int, per_stream: int) -> dict[str, floa
         nonlocal received
         for _ in range(per_stream):
             async with client.post(f"{url}/v1/chat/completions", json=body) as response:
-                received += len(await response.read())
+                data = await response.read()  # not `received += len(await ...)`: that loads `received` first
+                received += len(data)
 
     started = time.perf_counter()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=streams)) as client:

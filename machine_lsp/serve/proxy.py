@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+import msgspec
 from aiohttp import web
 
 from machine_lsp.serve import protocol as P
@@ -103,7 +103,6 @@ class _Exchange:
     status: int = 0
     stream: bool = False
     answer: bytearray = field(default_factory=bytearray)
-    events: list[tuple[str, str]] = field(default_factory=list)
     incomplete: bool = False
     problem: str | None = None
 
@@ -200,7 +199,6 @@ class Proxy:
         headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason, headers=headers)
         is_sse = upstream.headers.get("Content-Type", "").startswith("text/event-stream")
-        parser = SseParser() if is_sse else None
         if exchange is not None:
             exchange.status, exchange.stream = upstream.status, is_sse
         await response.prepare(request)
@@ -208,7 +206,7 @@ class Proxy:
             async for chunk in upstream.content.iter_any():
                 await response.write(chunk)
                 if exchange is not None:
-                    _collect(exchange, parser, chunk, self.settings.max_body)
+                    _collect(exchange, chunk, self.settings.max_body)
             await response.write_eof()
         except (TimeoutError, aiohttp.ClientError) as exc:  # the upstream died mid-answer
             if exchange is not None:
@@ -229,7 +227,7 @@ class Proxy:
             row = _row(exchange, log_file.session)
         except Exception as exc:  # noqa: BLE001 - an exchange this cannot read is still kept, as it came
             exchange.problem = f"the exchange could not be read: {type(exc).__name__}: {exc}"
-            exchange.events, exchange.answer = [], bytearray()
+            exchange.stream, exchange.answer = False, bytearray()
             row = _row(exchange, log_file.session)
         try:
             line = log_file.append(row)
@@ -240,10 +238,9 @@ class Proxy:
             self.settings.on_exchange(row, line)
 
 
-def _collect(exchange: _Exchange, parser: SseParser | None, chunk: bytes, limit: int) -> None:
-    if parser is not None:
-        exchange.events.extend(parser.feed(chunk))
-    elif len(exchange.answer) + len(chunk) <= limit:
+def _collect(exchange: _Exchange, chunk: bytes, limit: int) -> None:
+    """Keep a copy of the answer for the log; events are parsed later, on the recorder's thread."""
+    if len(exchange.answer) + len(chunk) <= limit:
         exchange.answer += chunk
     else:
         exchange.incomplete, exchange.problem = True, f"the answer is over {limit} bytes: not kept"
@@ -260,11 +257,11 @@ def _row(exchange: _Exchange, session: str) -> CapturedRow:
         )
     response: Any = None
     if exchange.stream:
-        response = reassemble(exchange.api, exchange.events)
+        response = reassemble(exchange.api, SseParser().feed(bytes(exchange.answer) + b"\n\n"))
     elif exchange.answer:
         try:
-            response = json.loads(exchange.answer)
-        except ValueError:
+            response = msgspec.json.decode(exchange.answer)
+        except (msgspec.DecodeError, RecursionError):
             response = exchange.answer.decode("utf-8", "replace")
     messages = tools = None
     if problem is None and exchange.problem is None and 200 <= exchange.status < 300:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
 
 class SseParser:
     """Incremental server-sent-events parser: `feed(bytes)` returns the complete events as (event, data)."""
@@ -46,8 +48,8 @@ def decoded(events: list[tuple[str, str]]) -> list[dict[str, Any]]:
     out = []
     for _, data in events:
         try:
-            obj = json.loads(data)
-        except ValueError:
+            obj = msgspec.json.decode(data)
+        except (msgspec.DecodeError, RecursionError):
             continue
         if isinstance(obj, dict):
             out.append(obj)
