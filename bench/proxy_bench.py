@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
@@ -94,7 +95,8 @@ def _start_proxy(upstream: str, tmp: Path) -> tuple[subprocess.Popen[str], str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MACHINE_HOME": str(tmp / ".machine")}
     argv = [sys.executable, "-c", code, "capture", "proxy", "--upstream", upstream, "--port", "0"]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = process.stdout.readline() if process.stdout else ""
+    ready, _, _ = select.select([process.stdout], [], [], 60) if process.stdout else ([], [], [])
+    line = process.stdout.readline() if ready and process.stdout else ""
     if not line.startswith("recording proxy at "):
         raise SystemExit(f"the proxy did not start: {line!r}")
     return process, line.split()[3]

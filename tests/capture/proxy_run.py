@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -36,25 +37,27 @@ class ProxyProcess:
         env = {**os.environ, "MACHINE_HOME": str(machine_dir), "PYTHONPATH": str(ROOT)}
         code = "import sys; from machine_lsp.cli.main import main; sys.exit(main())"
         argv = [sys.executable, "-c", code, "capture", "proxy", "--upstream", upstream, "--port", "0"]
-        self.process = subprocess.Popen(
-            argv, cwd=machine_dir.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        line = (
-            self.process.stdout.readline() if self.process.stdout else ""
-        )  # bounded: the child exits on error
+        # stderr (a line per exchange) to a file: a pipe nobody reads would fill and stall the proxy.
+        self.stderr_path = machine_dir.parent / "proxy.stderr"
+        with self.stderr_path.open("w") as stderr:
+            self.process = subprocess.Popen(
+                argv, cwd=machine_dir.parent, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True
+            )
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], START_TIMEOUT_S)
+        line = self.process.stdout.readline() if ready else ""
         if not line.startswith("recording proxy at "):
             self.stop()
-            raise AssertionError(f"the proxy did not start: {line!r} {self.stderr_text()}")
+            raise AssertionError(f"the proxy did not start: {line!r} {self.stderr_path.read_text()[-2000:]}")
         self.url = line.split()[3]
         self.log = Path(line.rsplit("exchanges -> ", 1)[1].strip())
-
-    def stderr_text(self) -> str:
-        return self.process.stderr.read() if self.process.stderr and self.process.poll() is not None else ""
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait(30)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
 
     def rows(self) -> list[dict]:
         if not self.log.exists():

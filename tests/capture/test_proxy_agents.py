@@ -140,6 +140,7 @@ def test_no_key_is_stored(
 ) -> None:
     endpoint, proxy = proxied
     assert all(KEY in r.credential for r in endpoint.model_requests()), "the key was not passed on"
+    assert KEY not in proxy.stderr_path.read_text(), "the proxy printed the key"
     files = [path for path in proxy.machine_dir.rglob("*") if path.is_file()]
     assert proxy.log in files
     for path in files:
