@@ -1,4 +1,4 @@
-"""The recording proxy's log: `.machine/captured/<started>-<pid>.jsonl`, one line per model exchange of one run.
+"""The recording proxy's log: `.machine/captured/<started>-<session id>.jsonl`, one line per model exchange of one run.
 
 A line holds the exchange exactly as it went: the request body as the agent sent it (embedded verbatim when it is
 one line of JSON, which is what agents send), the answer as received (a stream reassembled into the unstreamed body,
@@ -17,6 +17,7 @@ import fcntl
 import gzip
 import os
 import threading
+import uuid
 import zlib
 from datetime import datetime
 from pathlib import Path
@@ -132,8 +133,10 @@ class CapturedLog:
     def __init__(self, machine_dir: Path, started: datetime) -> None:
         self.machine_dir = machine_dir
         self.directory = machine_dir / CAPTURED_DIR
-        self.session = f"{started.strftime('%Y-%m-%dT%H-%M-%S')}-{os.getpid()}"
-        self.path = self.directory / f"{self.session}.jsonl"
+        # The id leads with what tells runs apart (a session id is typed as a unique prefix); the file name sorts by
+        # start time.
+        self.session = uuid.uuid4().hex[:12]
+        self.path = self.directory / f"{started.strftime('%Y-%m-%dT%H-%M-%S')}-{self.session}.jsonl"
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._lines = 0

@@ -128,7 +128,13 @@ def test_sessions_and_from_last_find_the_captured_session(
     monkeypatch.chdir(proxy.machine_dir.parent)
     assert main(["sessions", "--harness", "proxy"]) == 0
     listed = capsys.readouterr().out
-    assert proxy.log.stem[:8] in listed, listed
+    session = proxy.rows()[0]["session"]
+    assert session[:8] in listed, listed
+    assert main(["good", "--from", f"{session[:8]}:1", "--trace"]) == 0, (
+        capsys.readouterr().err
+    )  # id, as typed
+    first = json.loads((proxy.machine_dir / "tagged.jsonl").read_text().splitlines()[-1])
+    assert first["source"]["session_id"] == session and first["source"]["line"] == 1
     assert main(["good", "--from", "last", "--trace"]) == 0, capsys.readouterr().err
     record = json.loads((proxy.machine_dir / "tagged.jsonl").read_text().splitlines()[-1])
     assert record["source"]["harness"] == "proxy"
