@@ -1,8 +1,8 @@
 """`machine capture proxy --upstream URL [--port P]`: record what any agent sends its model, and what comes back.
 
 Point the agent's base URL at the proxy (it listens on 127.0.0.1 only); each request goes on to the upstream
-unchanged, keys included, and each model exchange is appended to `.machine/captured/<start time>-<session id>.jsonl`, a session log
-`machine sessions`, `--from last`, `machine good/bad --from FILE:LINE` and the editor read like any other. Keys and
+unchanged, keys included, and each model exchange is appended to `.machine/captured/<start>-<id>.jsonl`, a session
+log `machine sessions`, `--from last`, `machine good/bad --from FILE:LINE` and the editor read like any other. Keys and
 `authorization` / `x-api-key` headers are passed on, never stored or printed.
 """
 

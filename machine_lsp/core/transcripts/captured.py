@@ -1,4 +1,4 @@
-"""The recording proxy's log (`machine capture proxy`, `.machine/captured/<session>.jsonl`): one turn per exchange.
+"""The recording proxy's log (`machine capture proxy`, `.machine/captured/<start>-<id>.jsonl`): a turn per exchange.
 
 Each line is one model exchange (`serve.captured_log.CapturedRow`): the request as sent, the answer as received,
 and `messages`, the conversation as chat messages ending in the answer. A line is a turn when the upstream answered
