@@ -9,14 +9,21 @@ capabilities): time from didOpen to the first code-action reply on the log's las
 after that, and hover on that line (the first hover reads the whole buffer; a second one on the unchanged buffer
 reuses its turns).
 
-Usage: python bench/capture.py [--mb 50] [--json out.json]
+The recording proxy (`--part proxy`, `bench/proxy_bench.py`): added latency per request, streaming time to first
+byte and throughput at 8 concurrent streams, through `machine capture proxy` vs direct, against a fast local
+endpoint. Its table goes into docs/BENCHMARKS.md between the `capture` markers (unless --no-write); the log tables
+are printed (docs/BENCHMARKS.md keeps them by hand, with their notes).
+
+Usage: python bench/capture.py [--part logs|proxy|all] [--mb 50] [--requests 200] [--json out.json] [--no-write]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -28,6 +35,12 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+from doc_section import write_generated  # noqa: E402  (bench/ is the script's own folder)
+from proxy_bench import measure as measure_proxy  # noqa: E402
+from proxy_bench import table as proxy_table  # noqa: E402
 
 from machine_lsp.core.transcripts import load_turns  # noqa: E402
 
@@ -167,14 +180,10 @@ async def server_times(path: Path, text: str) -> dict:
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mb", type=float, default=50)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+def logs_part(mb: float) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="machine-capture-bench-"))
     (tmp / ".machine").mkdir()
-    target = int(args.mb * 1e6)
+    target = int(mb * 1e6)
     results = {}
     for name, grow in (("claude_code", grow_claude), ("codex", grow_codex)):
         text = grow(target)
@@ -186,19 +195,57 @@ def main() -> None:
         row["server"] = asyncio.run(server_times(path, text))
         results[name] = row
         print(f"{name}: {json.dumps(row)}", file=sys.stderr)
-    print()
-    print(
+    return results
+
+
+def logs_table(results: dict) -> str:
+    lines = [
         "| log | MB | lines | plain turns | plain s | plain turns/s | trace turns | trace s | trace turns/s "
-        "| first code action ms | code action p50 ms | hover on last line ms | hover again ms |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        "| first code action ms | code action p50 ms | hover on last line ms | hover again ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, row in results.items():
         plain, trace, server = row["plain"], row["trace"], row["server"]
-        print(
+        lines.append(
             f"| {name} | {row['mb']} | {row['lines']} | {plain['turns']} | {plain['seconds']} | {plain['turns_per_s']} "
             f"| {trace['turns']} | {trace['seconds']} | {trace['turns_per_s']} | {server['first_code_action_ms']} "
             f"| {server['code_action_p50_ms']} | {server['hover_ms']} | {server['hover_again_ms']} |"
         )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--part", choices=("logs", "proxy", "all"), default="all")
+    parser.add_argument("--mb", type=float, default=50)
+    parser.add_argument("--requests", type=int, default=200, help="proxy: sequential requests measured")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/BENCHMARKS.md")
+    args = parser.parse_args()
+    results: dict = {}
+    sections = []
+    load_start = os.getloadavg()[0]
+    if args.part in ("logs", "all"):
+        results["logs"] = logs_part(args.mb)
+        sections.append(logs_table(results["logs"]))
+    if args.part in ("proxy", "all"):
+        results["proxy"] = measure_proxy(args.requests, 8)
+        sections.append(proxy_table(results["proxy"], args.requests, 8))
+    when = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC"
+    mb = f" --mb {args.mb:g}" if args.part != "proxy" else ""
+    load = f"load average {load_start:.1f} at the start and {os.getloadavg()[0]:.1f} at the end"
+    body = (
+        f"_(bench/capture.py --part {args.part}{mb} --requests {args.requests})_ — measured {when} on "
+        f"{os.cpu_count()} cores, {load}.\n\n" + "\n\n".join(sections)
+    )
+    print()
+    print(body)
+    if not args.no_write and "proxy" in results:  # the log tables are kept by hand, with their notes
+        proxy_body = body.split("\n\n", 1)[0] + "\n\n" + sections[-1]
+        write_generated(
+            "capture", proxy_body, heading="### The recording proxy (`bench/capture.py --part proxy`)"
+        )
+        print("\nwrote the proxy table into docs/BENCHMARKS.md (between the capture markers)")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

@@ -28,6 +28,7 @@ REGISTRARS = [
     "machine_lsp.cli.jobs_commands",  # jobs [list|cancel|prune]
     "machine_lsp.cli.sessions_command",  # sessions
     "machine_lsp.cli.serve_commands",  # serve, use
+    "machine_lsp.cli.capture_commands",  # capture proxy
     "machine_lsp.cli.tinker_commands",  # tinker serve|status|stop
 ]
 

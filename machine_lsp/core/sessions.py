@@ -12,6 +12,8 @@ unusual setups can move them):
 | OpenCode | `$XDG_DATA_HOME` or `~/.local/share`, `opencode/opencode.db` | `session.directory` |
 | Letta Code | `$LETTA_LOCAL_BACKEND_DIR` or `~/.letta/lc-local-backend`, `conversations/<id>/messages.jsonl` | header `cwd` |
 | Qwen Code | `~/.qwen`, `projects/<cwd with / -> ->/chats/<sessionId>.jsonl` | each line's `cwd` |
+| Gemini CLI | `$GEMINI_CLI_HOME` or `~`, `.gemini/tmp/<project>/chats/session-*.json[l]` | `tmp/<project>/.project_root`, else the header's `projectHash` (sha256 of the path) |
+| proxy (`machine capture proxy`) | the project's store, `.machine/captured/*.jsonl` | the project itself |
 
 Only a log's first lines are read to place it; turns are counted (the whole log read) for the newest sessions only.
 """
@@ -19,6 +21,7 @@ Only a log's first lines are read to place it; turns are counted (the whole log 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +32,7 @@ from machine_lsp.core.schema import text_of
 from machine_lsp.core.transcripts import TranscriptError, Turn, load_turns, turn_at
 from machine_lsp.core.transcripts.opencode import db_sessions, load_db_turns
 
-HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code", "qwen-code")
+HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code", "qwen-code", "gemini-cli", "proxy")
 _HEAD_BYTES = 256 * 1024  # enough for the first lines of any log (Claude Code's first lines can be long)
 
 
@@ -85,6 +88,10 @@ class Homes:
         return self._home() / ".qwen" / "projects"
 
     @property
+    def gemini(self) -> Path:
+        return self._dir("GEMINI_CLI_HOME", self._home()) / ".gemini" / "tmp"
+
+    @property
     def letta(self) -> Path:
         return (
             self._dir("LETTA_LOCAL_BACKEND_DIR", self._home() / ".letta" / "lc-local-backend")
@@ -116,6 +123,10 @@ def find_sessions(
         if harness is not None and name != harness:
             continue
         found.extend(session for session in finder(homes) if _inside(session.cwd, project))
+    if harness in (None, "gemini-cli"):
+        found.extend(session for session in _gemini_sessions(homes, project) if _inside(session.cwd, project))
+    if harness in (None, "proxy"):
+        found.extend(_captured_sessions(project))
     found.sort(key=lambda session: (session.updated, session.id), reverse=True)
     for session in found[:count_turns]:
         _count(session)
@@ -250,6 +261,50 @@ def _opencode_sessions(homes: Homes) -> Iterator[Session]:
         if row.parent_id:
             continue  # a sub-agent's session: listed under its parent's tool call, not on its own
         yield Session("opencode", row.id, database, row.directory, row.time_updated / 1000)
+
+
+def _gemini_sessions(homes: Homes, project: Path) -> Iterator[Session]:
+    """Gemini CLI keeps a project's chats under a short name (0.40+: `tmp/<name>/.project_root` holds the path)
+    or under the sha256 of the path (the header's `projectHash`)."""
+    import hashlib
+
+    project_hash = hashlib.sha256(str(project).encode()).hexdigest()
+    for path in [
+        *_glob(homes.gemini, "*/chats/session-*.jsonl"),
+        *_glob(homes.gemini, "*/chats/session-*.json"),
+    ]:
+        header = _first_object(path) if path.suffix == ".jsonl" else _gemini_document_head(path)
+        if header is None or not isinstance(header.get("sessionId"), str):
+            continue
+        try:
+            cwd = (path.parent.parent / ".project_root").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            cwd = str(project) if header.get("projectHash") == project_hash else ""
+        yield _file_session("gemini-cli", path, header["sessionId"], cwd)
+
+
+def _gemini_document_head(path: Path) -> dict | None:
+    """The metadata of a 0.39-style session file (one JSON document; its id comes first)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = {key: value for key, value in re.findall(r'"(sessionId|projectHash)"\s*:\s*"([^"]*)"', head)}
+    return found or None
+
+
+def _captured_sessions(project: Path) -> Iterator[Session]:
+    """The recording proxy's logs in this project's store (they belong to it by where they are)."""
+    from machine_lsp.core.store import find_machine_dir
+
+    directory = find_machine_dir(project) / "captured"
+    if directory.is_symlink():
+        return  # the store never follows a link out of itself
+    for path in _glob(directory, "*.jsonl"):
+        header = _first_object(path)
+        if header is not None and header.get("capture") == "proxy":
+            yield _file_session("proxy", path, header.get("session"), str(project))
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------

@@ -175,7 +175,7 @@ class InfoReply(msgspec.Struct):
 class SessionEntry(msgspec.Struct):
     """One agent session run in this project (core/sessions.py)."""
 
-    harness: str  # pi | claude-code | codex | opencode | letta-code | qwen-code
+    harness: str  # pi | claude-code | codex | opencode | letta-code | qwen-code | gemini-cli | proxy
     id: str
     path: str  # the log (for OpenCode: its database)
     cwd: str  # the directory the agent ran in

@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENTS_DIR = Path(os.environ.get("MACHINE_TOOLS_DIR", ROOT / ".tools")) / "agents"
 RUN_TIMEOUT_S = 120  # one prompt takes 1-3 s against the local endpoint; this only bounds a hang
 MODEL = "m"
+GEMINI_MODEL = (
+    "gemini-2.5-flash"  # a Gemini model name, as the CLI expects (its model configs are keyed by name)
+)
 
 
 class AgentMissing(Exception):
@@ -134,6 +137,21 @@ class AgentRun:
     def _env_qwen_code(self) -> dict[str, str]:
         return {"OPENAI_BASE_URL": f"{self.endpoint.base_url}/v1", "OPENAI_API_KEY": "dummy"}
 
+    def _configure_gemini_cli(self) -> None:
+        # The API-key auth (the `gateway` type GOOGLE_GEMINI_BASE_URL selects is refused by 0.61's validator), no
+        # folder-trust prompt, no telemetry or update checks.
+        settings = {
+            "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+            "privacy": {"usageStatisticsEnabled": False},
+            "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+            "telemetry": {"enabled": False},
+        }
+        (self.home / ".gemini").mkdir(parents=True, exist_ok=True)
+        (self.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+
+    def _env_gemini_cli(self) -> dict[str, str]:
+        return {"GOOGLE_GEMINI_BASE_URL": self.endpoint.base_url, "GEMINI_API_KEY": "dummy"}
+
     # -- running ---------------------------------------------------------------------------------------------
 
     def argv(self, prompt: str, resume: bool, allowed_tools: tuple[str, ...] = ()) -> list[str]:
@@ -154,6 +172,16 @@ class AgentRun:
         if self.name == "qwen-code":
             # `--yolo`: run tools without asking (there is no terminal to ask on).
             return [exe, "--auth-type", "openai", "-m", MODEL, "--yolo", *(["-c"] if resume else []), prompt]
+        if self.name == "gemini-cli":
+            return [
+                exe,
+                "-m",
+                GEMINI_MODEL,
+                *(["--resume", "latest"] if resume else []),
+                "--yolo",
+                "-p",
+                prompt,
+            ]
         raise ValueError(f"no runner for agent {self.name}")
 
     def run(
@@ -190,6 +218,8 @@ class AgentRun:
             found = list((self.home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
         elif self.name == "qwen-code":
             found = list((self.home / ".qwen" / "projects").glob("*/chats/*.jsonl"))
+        elif self.name == "gemini-cli":
+            found = list((self.home / ".gemini" / "tmp").glob("*/chats/session-*.json*"))
         else:
             found = []
         return sorted(found, key=lambda path: path.stat().st_mtime_ns)

@@ -1,8 +1,9 @@
 """A scripted model endpoint on 127.0.0.1 that real coding agents can talk to (stdlib only).
 
-It speaks the three APIs the agents use: OpenAI Chat Completions (`/v1/chat/completions`, streamed or not), OpenAI
-Responses (`/v1/responses`, streamed as server-sent events, as Codex needs) and Anthropic Messages (`/v1/messages`,
-also `?beta=true`, streamed or not, plus `count_tokens`).
+It speaks the APIs the agents use: OpenAI Chat Completions (`/v1/chat/completions`, streamed or not), OpenAI
+Responses (`/v1/responses`, streamed as server-sent events, as Codex needs), Anthropic Messages (`/v1/messages`,
+also `?beta=true`, streamed or not, plus `count_tokens`) and Google's Gemini API (`.../models/M:generateContent`,
+`:streamGenerateContent?alt=sse`, as Gemini CLI needs; `gemini_api`).
 
 The script: when the newest user turn asks for `echo hi` and a shell-like tool is offered, the answer is exactly one
 call of that tool running `echo hi` (Anthropic: a short text block and the tool_use block, one message); when the
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
+
+import gemini_api
 
 SUBAGENT_PROMPT_MARKER = "use a subagent"
 SUBAGENT_TOOL_NAMES = ("Agent", "Task")
@@ -62,11 +65,13 @@ class Reply:
 
 @dataclass
 class Recorded:
-    api: str  # "chat" | "responses" | "anthropic" | "other"
+    api: str  # "chat" | "responses" | "anthropic" | "gemini" | "other"
     path: str
     body: Any
     reply: Reply | None
     headers: dict[str, str]
+    credential: str = ""  # the `authorization` / `x-api-key` value (kept out of `headers`)
+    raw: bytes = b""  # the body's bytes as received (unpacked when gzip-encoded)
 
 
 class ModelEndpoint:
@@ -303,13 +308,23 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             if self.headers.get("Content-Encoding") == "gzip":
                 raw = gzip.decompress(raw)
+            self.raw_body = raw
             try:
                 return json.loads(raw) if raw else None
             except ValueError:
                 return raw.decode("utf-8", "replace")
 
+        def _credential(self) -> str:
+            headers = self.headers
+            return (
+                headers.get("Authorization")
+                or headers.get("X-Api-Key")
+                or headers.get("X-Goog-Api-Key")
+                or ""
+            )
+
         def _headers(self) -> dict[str, str]:
-            hidden = {"authorization", "x-api-key", "api-key"}
+            hidden = {"authorization", "x-api-key", "api-key", "x-goog-api-key"}
             return {k.lower(): v for k, v in self.headers.items() if k.lower() not in hidden}
 
         def _json(self, status: int, obj: Any) -> None:
@@ -347,28 +362,50 @@ def _make_handler(endpoint: ModelEndpoint) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802
             path = urlsplit(self.path).path.rstrip("/")
             body = self._body()
+            credential = self._credential()
             if not isinstance(body, dict):
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))
                 self._json(400, {"error": {"message": "expected a JSON object", "type": "invalid_request"}})
                 return
-            if path.endswith("/chat/completions"):
+            if gemini_api.is_gemini_path(path):
+                reply = choose_reply(endpoint, **gemini_api.reply_inputs(body))
+                endpoint.record(
+                    Recorded("gemini", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
+                self._gemini(path, reply)
+            elif path.endswith("/chat/completions"):
                 reply = _chat_reply(endpoint, body)
-                endpoint.record(Recorded("chat", self.path, body, reply, self._headers()))
+                endpoint.record(
+                    Recorded("chat", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
                 self._chat(body, reply)
             elif path.endswith("/responses"):
                 reply = _responses_reply(endpoint, body)
-                endpoint.record(Recorded("responses", self.path, body, reply, self._headers()))
+                endpoint.record(
+                    Recorded("responses", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
                 self._responses(body, reply)
             elif path.endswith("/messages/count_tokens"):
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))
                 self._json(200, {"input_tokens": len(json.dumps(body)) // 4})
             elif path.endswith("/messages"):
                 reply = _anthropic_reply(endpoint, body)
-                endpoint.record(Recorded("anthropic", self.path, body, reply, self._headers()))
+                endpoint.record(
+                    Recorded("anthropic", self.path, body, reply, self._headers(), credential, self.raw_body)
+                )
                 self._anthropic(body, reply)
             else:
                 endpoint.record(Recorded("other", self.path, body, None, self._headers()))
                 self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+
+        # -- Google Gemini -------------------------------------------------------------------------------------
+
+        def _gemini(self, path: str, reply: Reply) -> None:
+            model = gemini_api.model_of(path)
+            if path.endswith(":streamGenerateContent"):
+                self._sse([(None, chunk) for chunk in gemini_api.stream_chunks(reply, model)])
+            else:
+                self._json(200, gemini_api.whole_answer(reply, model))
 
         # -- OpenAI Chat Completions --------------------------------------------------------------------------
 

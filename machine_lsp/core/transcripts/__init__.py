@@ -25,9 +25,11 @@ from machine_lsp.core.transcripts.base import (
     Turn,
     TurnList,
 )
+from machine_lsp.core.transcripts.captured import CapturedAdapter
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
 from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
 from machine_lsp.core.transcripts.codex import CodexAdapter
+from machine_lsp.core.transcripts.gemini_cli import GeminiCliAdapter
 from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter, is_opencode_db, load_db_turns
 from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
 from machine_lsp.core.transcripts.qwen_code import QwenCodeAdapter
@@ -56,11 +58,17 @@ ADAPTERS: list[TranscriptAdapter] = [
 ]
 ADAPTERS.insert(0, LettaCodeAdapter())  # Pi's format with a Letta conversation id: before Pi
 ADAPTERS.insert(-1, OpenCodeExportAdapter())  # `opencode export` JSON: before the chat fallback
+# `machine capture proxy` logs carry `messages`: before the chat fallback.
+ADAPTERS.insert(-1, CapturedAdapter())
+# A Gemini CLI header has a `sessionId` as Claude Code's lines do: first.
+ADAPTERS.insert(0, GeminiCliAdapter())
 SUPPORTED = (
     'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
     "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
     ", OpenCode (opencode.db, `opencode export` JSON), Letta Code (~/.letta/lc-local-backend/conversations/"
     "<id>/messages.jsonl), Qwen Code (~/.qwen/projects/<cwd>/chats/<session>.jsonl)"
+    ", Gemini CLI (~/.gemini/tmp/<project>/chats/session-*.jsonl or .json)"
+    ", the recording proxy's logs (.machine/captured/*.jsonl)"
 )
 
 
@@ -172,6 +180,8 @@ def is_assistant_entry(obj: object) -> bool:
     if (
         obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj
     ):  # Claude Code, Qwen Code
+        return True
+    if obj.get("type") == "gemini" and isinstance(obj.get("id"), str):  # Gemini CLI
         return True
     payload = obj.get("payload")
     if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
