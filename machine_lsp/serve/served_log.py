@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from machine_lsp.core.schema import Message
+from machine_lsp.core.store import make_machine_dir
 
 SERVED_DIR = "served"
 
@@ -42,6 +43,7 @@ class ServedLog:
         """Append one row; returns (file, 1-based line number of the row)."""
         when = datetime.fromisoformat(row.time.replace("Z", "+00:00"))
         path = self.path_for(when)
+        make_machine_dir(self.directory.parent)
         self.directory.mkdir(parents=True, exist_ok=True)
         line = msgspec.json.encode(row) + b"\n"
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
