@@ -77,6 +77,11 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         await call("machine.tag", {"uri": uri, "line": 1, "verdict": "good"})  # a duplicate: duplicate_of set
         tagged = await call("machine.tagged")
         assert tagged["records"][0]["source"]["line"] == 1
+        retagged = await call("machine.retag", {"id": tag["id"], "note": "checked"})
+        assert retagged["supersedes"] == tag["id"]
+        untagged = await call("machine.untag", {"id": retagged["id"]})
+        assert untagged["untag"] is True
+        await call("machine.tag", {"uri": uri, "line": 1, "verdict": "good"})  # after the untag: a new record
         data = await call("machine.data")
         assert data["counts"]["good"] == 1
         job = await call("machine.validate", {"uri": uri})

@@ -24,6 +24,7 @@ from pygls.uris import to_fs_path
 
 from machine_lsp import __version__
 from machine_lsp.core import selection
+from machine_lsp.core.conflicts import claim_kind, standing
 from machine_lsp.core.lines import split_lines_keep_ends
 from machine_lsp.lsp import compat
 from machine_lsp.lsp.features import (
@@ -187,6 +188,12 @@ class CommandsFeature(LanguageFeature):
             counts = store.counts()
             message = f"Tagged {verdict}: {where} · store {counts.good} good / {counts.bad} bad"
             kind = types.MessageType.Info
+            if result.overrides:
+                outvoted = ", ".join(f"{r.id} ({claim_kind(r)})" for r in result.overrides)
+                message += (
+                    f"; contradicts record {outvoted} on the same turn: this tag wins (the last tag trains)"
+                )
+                kind = types.MessageType.Warning
         self.server.window_show_message(types.ShowMessageParams(type=kind, message=message))
         return TagReply(
             id=record.id,
@@ -194,6 +201,7 @@ class CommandsFeature(LanguageFeature):
             duplicate_of=result.duplicate_of,
             message=message,
             store=str(store.tagged_path),
+            overrides=[r.id for r in result.overrides],
         )
 
     async def _line_turn(self, uri: str, args: dict[str, Any], trace: bool):
@@ -263,7 +271,7 @@ class CommandsFeature(LanguageFeature):
         store = Store.open(self.server.project_start(args.get("uri")))
         verdict = args.get("verdict")
         rows = []
-        for record in store.records():
+        for record in standing(store.records()):  # what the store says now: edited-away records are history
             if verdict and record.verdict != verdict:
                 continue
             answer = next((text_of(m) for m in reversed(record.messages) if m.role == "assistant"), "")
