@@ -16,7 +16,7 @@ from rich.table import Table
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.core.conflicts import standing
-from machine_lsp.core.export import export_pairs, export_sft
+from machine_lsp.core.export import describe_copy, exchange_copies, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
 from machine_lsp.core.sessions import resolve_from
@@ -300,6 +300,11 @@ def _export_command(args: argparse.Namespace) -> int:
         records = records_for_export(store.records(), _err())  # the last tag of a turn wins
         _print_store_warnings(store)
         if args.format == "sft":
+            by_id = {record.id: record for record in records}
+            for dropped, kept in exchange_copies(r for r in records if r.verdict == "good").items():
+                _err().print(
+                    f"[yellow]note:[/yellow] {escape(for_terminal(describe_copy(by_id[dropped], kept)))}"
+                )
             lines = [encode(row) for row in export_sft(records)]
             what = "training rows (good tags, rewrites applied)"
         else:

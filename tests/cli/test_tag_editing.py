@@ -208,3 +208,47 @@ def test_log_text_is_shown_escaped_in_the_tagged_table(
     code, out, _ = run(capsys, "tagged")
     assert code == 0 and "\x1b" not in out and "\x07" not in out and "\u202e" not in out, repr(out)
     assert "hi\\x1b]0;pwned\\x07" in out and "\\x1b[2Jok\\u202e" in out and "note \\x1b[31m" in out, out
+
+
+def test_one_exchange_tagged_from_the_session_and_from_served_trains_once_with_its_system_prompt(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from machine_lsp.core.schema import Message
+    from machine_lsp.serve.served_log import ServedLog, ServedRow
+
+    # What the agent's log holds (no system prompt) and what `machine serve` logged (the whole request).
+    session_copy = project / "session.jsonl"
+    exchange = [{"role": "user", "content": "What is 7 * 8?"}, {"role": "assistant", "content": "answer: 56"}]
+    session_copy.write_bytes(msgspec.json.encode({"messages": exchange}) + b"\n")
+    served_messages = [
+        Message(role="system", content="You are a coding agent."),
+        *msgspec.convert(exchange, list[Message]),
+    ]
+    served = ServedRow(
+        messages=served_messages,
+        model="m",
+        checkpoint="base",
+        time="2026-12-01T10:00:00Z",
+        api="openai",
+        finish_reason="stop",
+    )
+    path, line = ServedLog(project / ".machine").append(served)
+    assert run(capsys, "good", "--from", str(session_copy))[0] == 0
+    assert run(capsys, "good", "--from", f"{path}:{line}")[0] == 0
+    session_record, served_record = Store.open().records()
+    code, out, err = run(capsys, "export", "sft")
+    assert code == 0
+    [trained] = [decode_training_row(raw) for raw in out.splitlines()]
+    assert [m.role for m in trained.messages] == ["system", "user", "assistant"]
+    assert f"left out record {session_record.id} (session.jsonl:1)" in err, err
+    assert f"record {served_record.id} ({path.name}:{line}) tags the same exchange" in err, err
+    # Two different system prompts are two contexts: both train.
+    other = ServedRow(
+        **{
+            **msgspec.structs.asdict(served),
+            "messages": [Message(role="system", content="Be terse."), *served_messages[1:]],
+        }
+    )
+    path, line = ServedLog(project / ".machine").append(other)
+    assert run(capsys, "good", "--from", f"{path}:{line}")[0] == 0
+    assert len(run(capsys, "export", "sft")[1].splitlines()) == 2
