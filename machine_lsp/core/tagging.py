@@ -100,13 +100,13 @@ def tag(
     existing: list[TagRecord] = []
 
     def decide(records: list[TagRecord]) -> TagRecord | None:
-        same = _standing_same(records, record)
-        if same is None:
-            return record
-        if not note or note == same.note:
+        same = duplicate_of(records, record)
+        if same is not None:
             existing.append(same)
             return None
-        record.supersedes = same.id  # a note added to a stored tag: the record with the note replaces it
+        noted = _standing_same(records, record)
+        if noted is not None:  # the same tag with a new note: the record with the note replaces it
+            record.supersedes = noted.id
         return record
 
     appended = store.append_decided(decide)
@@ -124,6 +124,13 @@ def overridden_by(records: list[TagRecord], record: TagRecord) -> list[TagRecord
         for dropped in conflict.dropped
         if conflict.winners[dropped.id].id == record.id
     ]
+
+
+def duplicate_of(records: list[TagRecord], record: TagRecord) -> TagRecord | None:
+    """The standing record `record` would repeat (same conversation, verdict, and no new note), if any: tagging
+    it again adds nothing."""
+    same = _standing_same(records, record)
+    return same if same is not None and (not record.note or record.note == same.note) else None
 
 
 def _standing_same(records: list[TagRecord], record: TagRecord) -> TagRecord | None:

@@ -39,6 +39,8 @@ async def test_untag_and_retag_append_records_that_supersede(vscode) -> None:
     assert [r["id"] for r in (await command(client, "machine.tagged", {"uri": uri}))["records"]] == [
         first["id"]
     ]
+    preview = await typed(client, "machine.tag", {"uri": uri, "line": 1, "verdict": "good", "preview": True})
+    assert preview["duplicate_of"] is None  # its good tags were untagged: tagging it again is a new record
     rows = store_rows(client.root)
     assert [r["id"] for r in rows] == [first["id"], plain["id"], noted["id"], gone["id"]]  # append-only
 

@@ -3,7 +3,8 @@
 Tag actions carry a `machine.tag` command (the store is only touched when the user picks one); a row already tagged
 also offers `machine.untag` for each of its standing tags. Actions whose
 command carries `ask` (a note, a rewrite, a selection's prompt) are offered only to clients that declared
-`clientPrompts` (they ask the user, then add the answer to the arguments); the others get the plain actions, and
+`clientPrompts` (they ask the user, then add the answer to the arguments); to those clients the plain tags carry
+`offer: "note"` (ask for a note, an empty answer skips it); the others get the plain actions, and
 hover names the `machine.tag` arguments for a note or rewrite. Quick fixes are sent without edits and resolved
 lazily (`codeAction/resolve`) when the client supports it.
 """
@@ -113,7 +114,13 @@ class CodeActionsFeature(LanguageFeature):
                 command=types.Command(title=title, command="machine.tag", arguments=[args]),
             )
 
-        actions = [action(f"Tag {where} as good"), action(f"Tag {where} as bad", verdict="bad")]
+        # A client that asks the user (clientPrompts) offers a note on the plain tags too: `offer` is skippable
+        # (an empty answer tags without one), where `ask` must be answered.
+        offer = {"offer": "note"} if self.server.settings.client_prompts else {}
+        actions = [
+            action(f"Tag {where} as good", **offer),
+            action(f"Tag {where} as bad", verdict="bad", **offer),
+        ]
         if self.server.settings.client_prompts:  # only a client that asks the user can complete these
             actions.append(action("Tag as good with note…", ask="note"))
             actions.append(action("Tag as good with rewrite…", ask="rewrite"))

@@ -520,7 +520,7 @@ def tag_preview(store: Any, turn: Any, verdict: str, **options: Any) -> TagPrevi
     from machine_lsp.core.turn_marks import last_prompt
 
     record = tagging.build_record(turn, verdict, **options)  # type: ignore[arg-type]
-    duplicate = store.find_same(record.messages, record.verdict)
+    duplicate = tagging.duplicate_of(store.records(), record)
     return TagPreview(
         preview=True,
         verdict=record.verdict,
