@@ -88,6 +88,9 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         assert job["status"] == "done"
         sft = await call("machine.train.sft", {})
         assert any(p.endswith("train_sft.py") for p in sft["written"])
+        assert sft["message"].endswith(
+            "next: Smoke Run, then Train (engine: local)"
+        )  # palette titles, not ids
         await call("machine.eval.init", {})
         await call("machine.jobs.list")
         cancel = await call("machine.jobs.cancel", {"job_id": job["job_id"]})
@@ -107,6 +110,8 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         client.answers.append("Cancel")  # type: ignore[attr-defined]
         declined = await call("machine.train.run", {})
         assert declined["status"] == "declined"
+        question = client.questions[-1].message  # type: ignore[attr-defined]
+        assert question.startswith("machine: start the training run? "), question
         assert (await call("machine.serve.status", {}))["status"] == "stopped"
         assert (await call("machine.serve.stop", {}))["status"] == "stopped"
         use = await call("machine.use", {"checkpoint": "base", "agent": "claude"})

@@ -390,7 +390,7 @@ class CommandsFeature(LanguageFeature):
     async def _confirm(self, title: str, plan: JobPlan) -> bool:
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
-            message=f"machine: run {title}? {plan.message}.",
+            message=f"machine: start the {title[0].lower() + title[1:]}? {plan.message}.",
             actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
         )
         try:
@@ -419,9 +419,9 @@ class CommandsFeature(LanguageFeature):
             )
         except (ConfigError, ScaffoldExists) as exc:
             raise CommandError(message=str(exc)) from None
-        return self._wrote(
-            written, f"next: machine.train.smoke, then machine.train.run ({config.train.engine})"
-        )
+        # The next steps by their names in the editor (VS Code's palette titles; the README's verbs table maps them
+        # to machine.train.smoke / machine.train.run for other clients).
+        return self._wrote(written, f"next: Smoke Run, then Train (engine: {config.train.engine})")
 
     async def eval_init(self, args: dict[str, Any]) -> WroteReply:
         """Write eval.py (and machine.toml if missing) into the project (`machine train eval init`)."""
@@ -437,7 +437,9 @@ class CommandsFeature(LanguageFeature):
         if not (project / CONFIG_FILE).exists():
             (project / CONFIG_FILE).write_text(render_toml(MachineConfig()), encoding="utf-8")
             written.append(project / CONFIG_FILE)
-        return self._wrote(written, "next: machine.eval.baseline with {'data': 'EVAL.jsonl'}")
+        return self._wrote(
+            written, "next: Baseline Eval, on an eval set (EVAL.jsonl: chat rows with an expected answer)"
+        )
 
     def _wrote(self, written: list[Path], hint: str) -> WroteReply:
         message = "wrote " + ", ".join(p.name for p in written) + f" · {hint}"
