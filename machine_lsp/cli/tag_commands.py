@@ -151,7 +151,7 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
         err = _err()
         for warning in turn.warnings:
             err.print(f"[yellow]warning:[/yellow] {escape(for_terminal(warning))}")
-        where = f"{display_path(turn.source.uri)}:{turn.end_line}"
+        where = for_terminal(f"{display_path(turn.source.uri)}:{turn.end_line}")
         record = result.record
         out = _out()
         if result.duplicate:

@@ -264,3 +264,15 @@ def test_a_row_longer_than_the_model_gets_the_tools_finding_not_a_raw_transforme
     )
     assert "Token indices sequence length" not in done.stderr + done.stdout, done.stderr
     assert done.returncode == 1 and ":2:1: error too-long the row is" in done.stdout, done.stdout
+
+
+def test_data_quoted_in_a_finding_is_shown_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = json.dumps(
+        {"messages": [{"role": "Us\x1b[2Jer", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
+    )
+    path = write(tmp_path / "train.jsonl", row)
+    assert main(["train", "validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and 'unknown role "Us\\x1b[2Jer"' in out, repr(out)
