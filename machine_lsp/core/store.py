@@ -1,8 +1,9 @@
 """The Machine store: `.machine/` at the project root, tagged turns in `.machine/tagged.jsonl`.
 
 Durability rules: every append is one `os.write` of a whole line while holding an exclusive `fcntl.flock` on the
-file, followed by `fsync`, so concurrent taggers never interleave. The duplicate check of a tag happens under that
-same lock, so two processes tagging one turn at once store it once. A write that fails (disk full) is cut back to
+file, followed by `fsync`, so concurrent taggers never interleave. What to append is decided under that same lock
+(`append_decided`: the duplicate check of a tag, the record an edit supersedes), so two processes tagging one turn
+at once store it once. A write that fails (disk full) is cut back to
 where the file ended, so nothing earlier is lost and no half line stays behind.
 
 A crash can still leave a torn last line (no trailing newline). Readers skip it with a warning and never write;
@@ -154,51 +155,25 @@ class Store:
 
     def append(self, record: TagRecord) -> TagRecord:
         """Append `record` (no duplicate check)."""
-        self._append(record, check_duplicate=False)
+        self._append(lambda _data: record)
         return record
-
-    def append_new(self, record: TagRecord) -> TagRecord | None:
-        """Append `record` unless a record holding the same conversation with the same verdict is already stored;
-        return that one instead (None when `record` was appended). Check and append are one step under the
-        exclusive lock, so concurrent taggers of one turn store it once."""
-        return self._append(record, check_duplicate=True)
 
     def append_decided(self, decide: Callable[[list[TagRecord]], TagRecord | None]) -> TagRecord | None:
         """Append the record `decide` returns, given every stored record (store order), or nothing when it returns
         None; returns what was appended. `decide` runs under the exclusive lock, so what it saw is still the store
-        when its record lands (two editors of one record cannot both win)."""
-        chosen: list[TagRecord] = []
+        when its record lands: two taggers of one turn store it once, two editors of one record cannot both win."""
+        return self._append(lambda data: decide(_decode_whole(data)))
 
-        def check(data: bytes) -> TagRecord | None:
-            record = decide(_decode_whole(data))
-            if record is not None:
-                chosen.append(record)
-            return record
-
-        self._append(None, check_duplicate=False, decide=check)
-        return chosen[0] if chosen else None
-
-    def _append(
-        self,
-        record: TagRecord | None,
-        *,
-        check_duplicate: bool,
-        decide: Callable[[bytes], TagRecord | None] | None = None,
-    ) -> TagRecord | None:
+    def _append(self, decide: Callable[[bytes], TagRecord | None]) -> TagRecord | None:
+        """Append what `decide` returns given the file's bytes (under the lock); return it (None: nothing)."""
         with self._opened(write=True) as (root_fd, fd):
             assert root_fd is not None and fd is not None
             fcntl.flock(fd, fcntl.LOCK_EX)
             # A torn tail must be moved aside first, or this line would be glued onto it.
             self._repair_torn_tail_locked(root_fd, fd)
-            if decide is not None:
-                record = decide(_read_all(fd))
-                if record is None:
-                    return None
-            assert record is not None
-            if check_duplicate:
-                existing = _find_same(_read_all(fd), record.messages, record.verdict)
-                if existing is not None:
-                    return existing
+            record = decide(_read_all(fd))
+            if record is None:
+                return None
             line = encode(record) + b"\n"
             size = os.fstat(fd).st_size
             try:
@@ -221,7 +196,7 @@ class Store:
                 raise StoreError(
                     f"{self.tagged_path}: the record was written but not flushed to disk: {describe_os_error(exc)}"
                 ) from None
-        return None
+        return record
 
     # -- reading --------------------------------------------------------------------------------------------
 
