@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -252,3 +253,20 @@ def test_one_exchange_tagged_from_the_session_and_from_served_trains_once_with_i
     path, line = ServedLog(project / ".machine").append(other)
     assert run(capsys, "good", "--from", f"{path}:{line}")[0] == 0
     assert len(run(capsys, "export", "sft")[1].splitlines()) == 2
+
+
+def test_two_untags_of_one_record_at_once_store_one(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, "good", "--from", f"{CHAT}:1")[0] == 0
+    (record_id,) = ids(Store.open())
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    command = [sys.executable, "-m", "machine_lsp.cli.main", "untag", record_id]
+    racers = [
+        subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(4)
+    ]
+    outcomes = [(racer.wait(timeout=120), racer.stderr.read().decode()) for racer in racers if racer.stderr]
+    assert sorted(code for code, _ in outcomes) == [0, 1, 1, 1], outcomes
+    assert all("already untagged" in err for code, err in outcomes if code == 1), outcomes
+    assert [r.untag for r in Store.open().records()] == [False, True]
