@@ -177,9 +177,10 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
             f"[{colour}]Tagged {verdict}[/{colour}]{escape(suffix)}: {escape(where)} -> record {record.id} "
             f"in {escape(str(store.tagged_path))}{replaces}"
         )
-        from machine_lsp.cli.tag_edit_commands import warn_overrides
+        from machine_lsp.cli.tag_edit_commands import note_copies, warn_overrides
 
         warn_overrides(result.overrides, record, err)
+        note_copies(result.copies, record, err)
         return EXIT_OK
 
     return guard(body)

@@ -78,6 +78,17 @@ def warn_overrides(overrides: list[TagRecord], record: TagRecord, err: Console) 
         )
 
 
+def note_copies(copies: list[tuple[TagRecord, TagRecord]], record: TagRecord, err: Console) -> None:
+    """Say that `record`'s exchange is tagged in another copy too, and which record trains it."""
+    for other, keeper in copies:
+        dropped = record if keeper.id != record.id else other
+        err.print(
+            f"[yellow]note:[/yellow] record {other.id} tags the same exchange from another copy "
+            f"({escape(for_terminal(other.source.harness or other.source.uri))}); the export trains it once, "
+            f"from record {keeper.id} (it holds the system prompt the model saw), not record {dropped.id}"
+        )
+
+
 def _say_what_stands(store: Store, untagged: TagRecord, err: Console) -> None:
     """After an untag: another tag of the same turn may train now (the one the untagged record outvoted)."""
     key = turn_key(untagged)

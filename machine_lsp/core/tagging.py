@@ -9,6 +9,7 @@ import msgspec
 
 from machine_lsp import __version__
 from machine_lsp.core.conflicts import resolve
+from machine_lsp.core.export import exchange_copies
 from machine_lsp.core.schema import Message, TagRecord, Verdict, encode, text_of
 from machine_lsp.core.store import Store
 from machine_lsp.core.transcripts.base import Turn
@@ -23,6 +24,9 @@ class TagResult(msgspec.Struct):
     duplicate_of: str | None = None  # id of the record already holding this conversation + verdict
     # Standing records on the same turn that this tag contradicts: they no longer train (the last tag wins).
     overrides: list[TagRecord] = msgspec.field(default_factory=list)
+    # Good records holding the same exchange as this one in another copy (session log vs served log), with the
+    # record the SFT export trains it from (export.exchange_copies): (the other record, the one that trains).
+    copies: list[tuple[TagRecord, TagRecord]] = msgspec.field(default_factory=list)
 
     @property
     def duplicate(self) -> bool:
@@ -112,7 +116,21 @@ def tag(
     appended = store.append_decided(decide)
     if appended is None:
         return TagResult(record=existing[0], duplicate_of=existing[0].id)
-    return TagResult(record=appended, overrides=overridden_by(store.records(), appended))
+    records = store.records()
+    return TagResult(
+        record=appended, overrides=overridden_by(records, appended), copies=copies_of(records, appended)
+    )
+
+
+def copies_of(records: list[TagRecord], record: TagRecord) -> list[tuple[TagRecord, TagRecord]]:
+    """The other good records of `record`'s exchange that the export dedupes with it, each with the one it keeps."""
+    if record.verdict != "good":
+        return []
+    good = [kept for kept in resolve(records).kept if kept.verdict == "good"]
+    copies = exchange_copies(good)
+    keeper = copies.get(record.id, record)
+    same = [other for other in good if other.id != record.id and copies.get(other.id, other).id == keeper.id]
+    return [(other, keeper) for other in same]
 
 
 def overridden_by(records: list[TagRecord], record: TagRecord) -> list[TagRecord]:

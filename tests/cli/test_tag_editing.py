@@ -235,8 +235,10 @@ def test_one_exchange_tagged_from_the_session_and_from_served_trains_once_with_i
     )
     path, line = ServedLog(project / ".machine").append(served)
     assert run(capsys, "good", "--from", str(session_copy))[0] == 0
-    assert run(capsys, "good", "--from", f"{path}:{line}")[0] == 0
+    code, _, tag_err = run(capsys, "good", "--from", f"{path}:{line}")
     session_record, served_record = Store.open().records()
+    assert code == 0 and f"record {session_record.id} tags the same exchange from another copy" in tag_err
+    assert f"the export trains it once, from record {served_record.id}" in tag_err, tag_err
     code, out, err = run(capsys, "export", "sft")
     assert code == 0
     [trained] = [decode_training_row(raw) for raw in out.splitlines()]
