@@ -64,3 +64,22 @@ async def test_a_tagged_row_offers_untag(vscode) -> None:
     reply = await run_action(client, untag)
     assert reply["supersedes"] == tagged["id"] and reply["untag"] is True
     assert not [a for a in await code_actions(client, uri, 0) if a["title"].startswith("Untag")]
+
+
+async def test_tagging_the_served_copy_of_a_tagged_exchange_says_which_trains(vscode) -> None:
+    from machine_lsp.core.schema import Message
+    from machine_lsp.serve.served_log import ServedLog, ServedRow
+
+    client = vscode
+    uri = open_doc(client, client.root / "chat.jsonl", row("What is 7 * 8?", "answer: 56") + "\n")
+    session_copy = await typed(client, "machine.tag", {"uri": uri, "line": 1, "verdict": "good"})
+    messages = [
+        Message(role="system", content="You are a coding agent."),
+        Message(role="user", content="What is 7 * 8?"),
+        Message(role="assistant", content="answer: 56"),
+    ]
+    served = ServedRow(messages, "m", "base", "2026-12-01T10:00:00Z", "openai", "stop")
+    path, line = ServedLog(client.root / ".machine").append(served)
+    reply = await typed(client, "machine.tag", {"uri": path.as_uri(), "line": line, "verdict": "good"})
+    assert f"record {session_copy['id']} tags the same exchange" in reply["message"], reply["message"]
+    assert f"from record {reply['id']} (with the system prompt)" in reply["message"]

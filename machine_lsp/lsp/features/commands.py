@@ -194,6 +194,9 @@ class CommandsFeature(LanguageFeature):
                     f"; contradicts record {outvoted} on the same turn: this tag wins (the last tag trains)"
                 )
                 kind = types.MessageType.Warning
+            for other, keeper in result.copies:
+                message += f"; record {other.id} tags the same exchange from another copy: the export trains it once, "
+                message += f"from record {keeper.id} (with the system prompt)"
         self.server.window_show_message(types.ShowMessageParams(type=kind, message=message))
         return TagReply(
             id=record.id,
