@@ -3,7 +3,8 @@
 ;; Load this file (or copy its forms into your init file) to use machine-lsp from Emacs 28+ with eglot 1.9+.
 ;; It gives .jsonl files a major mode, tells eglot which program serves it, shows the server's job progress
 ;; (eglot 1.9 does not advertise `window.workDoneProgress' nor show `$/progress') and lets the tag actions
-;; that need text (a note, a rewrite, a prompt) ask for it in the minibuffer.
+;; that need text (a note, a rewrite, a prompt) ask for it in the minibuffer, and the plain tags offer a note
+;; (RET skips it).
 ;;
 ;; Set `machine-lsp-command' first if `machine-lsp' is not on your PATH, e.g.
 ;;   (setq machine-lsp-command '("/path/to/checkout/.venv/bin/machine-lsp"))
@@ -59,14 +60,23 @@ once with the job id (eglot waits 10 s for a reply; the job's progress and end c
              (if percentage (format " (%d%%)" percentage) ""))))
 
 (cl-defmethod eglot-execute-command ((server machine-lsp-server) command arguments)
-  "Ask for the text a tag action needs (its `ask' argument) before sending it."
+  "Ask for the text a tag action needs (its `ask' argument) before sending it; offer a note where the action
+offers one (its `offer' argument: RET on an empty answer tags without it)."
   (let ((args (and (vectorp arguments) (> (length arguments) 0) (aref arguments 0))))
-    (when (and (string= (format "%s" command) "machine.tag") (plist-get args :ask))
-      (let* ((field (plist-get args :ask))
-             (text (read-string (format "machine %s: " field))))
-        (when (string-empty-p text) (user-error "machine-lsp: nothing entered"))
-        (setq args (plist-put (copy-sequence args) (intern (concat ":" field)) text))
-        (setq arguments (vector args))))
+    (when (string= (format "%s" command) "machine.tag")
+      (cond
+       ((plist-get args :ask)
+        (let* ((field (plist-get args :ask))
+               (text (read-string (format "machine %s: " field))))
+          (when (string-empty-p text) (user-error "machine-lsp: nothing entered"))
+          (setq args (plist-put (copy-sequence args) (intern (concat ":" field)) text))))
+       ((plist-get args :offer)
+        (let* ((field (plist-get args :offer))
+               (text (read-string (format "machine %s (RET to skip): " field))))
+          (setq args (copy-sequence args))
+          (unless (string-empty-p text)
+            (setq args (plist-put args (intern (concat ":" field)) text))))))
+      (setq arguments (vector args)))
     (cl-call-next-method server command arguments)))
 
 (provide 'machine-lsp)

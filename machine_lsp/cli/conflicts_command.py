@@ -14,6 +14,7 @@ from machine_lsp.cli.consoles import console_out
 from machine_lsp.core.conflicts import describe_drop, resolve
 from machine_lsp.core.schema import TagRecord, text_of
 from machine_lsp.core.store import Store
+from machine_lsp.core.terminal_text import for_terminal
 
 
 def print_conflicts(store: Store, as_json: bool) -> int:
@@ -72,5 +73,5 @@ def _claim(record: TagRecord) -> str:
 
 def _prompt(record: TagRecord) -> str:
     text = next((text_of(m) for m in reversed(record.messages[:-1]) if m.role == "user"), "")
-    flat = " ".join(text.split())
+    flat = for_terminal(" ".join(text.split()))
     return flat if len(flat) <= 28 else flat[:27] + "…"

@@ -22,6 +22,7 @@ from machine_lsp.core.store import StoreError
 # independently; an import error inside an existing module is a real bug and is raised.
 REGISTRARS = [
     "machine_lsp.cli.tag_commands",  # good, bad, tagged, data, export
+    "machine_lsp.cli.tag_edit_commands",  # untag, retag
     "machine_lsp.cli.validate_command",  # train validate
     "machine_lsp.cli.train_commands",  # train sft|smoke|run
     "machine_lsp.cli.eval_commands",  # train eval init|baseline|checkpoint|compare|probe

@@ -11,10 +11,12 @@ import msgspec
 from rich import box
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from machine_lsp.cli.consoles import console_err, console_out
 from machine_lsp.core.agent_names import harness_name
-from machine_lsp.core.sessions import HARNESSES, Homes, find_sessions, project_root
+from machine_lsp.core.sessions import HARNESSES, Homes, Session, find_sessions, project_root, unique_prefixes
+from machine_lsp.core.terminal_text import for_terminal
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
@@ -36,9 +38,10 @@ def _sessions_command(args: argparse.Namespace) -> int:
     project = project_root(Path.cwd())
     limit = max(args.limit, 0)
     homes = Homes()
-    sessions = find_sessions(project, harness=args.harness, homes=homes, count_turns=limit)[:limit]
+    found = find_sessions(project, harness=args.harness, homes=homes, count_turns=limit)
+    sessions = found[:limit]
     for note in homes.notes:  # a source that could not be read: the others are still listed
-        console_err(soft_wrap=True).print(f"[yellow]note:[/] {escape(note)}")
+        console_err(soft_wrap=True).print(f"[yellow]note:[/] {escape(for_terminal(note))}")
     if args.json:
         payload = [
             {
@@ -59,27 +62,51 @@ def _sessions_command(args: argparse.Namespace) -> int:
         where = f"{args.harness} sessions" if args.harness else "agent sessions"
         console_err(soft_wrap=False).print(f"No {where} found for {escape(str(project))}.")
         return 0
-    # Fits 80 columns: fixed narrow columns, no vertical rules; the prompt takes what is left, cut with "…".
-    table = Table(
-        title=f"Agent sessions in {escape(_short_path(project))}, newest first",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("harness", no_wrap=True, min_width=11)
-    table.add_column("updated", no_wrap=True, min_width=11)
-    table.add_column("turns", justify="right", no_wrap=True, min_width=5)
-    table.add_column("id", no_wrap=True, overflow="ellipsis", min_width=10, max_width=10)
-    table.add_column("first prompt", no_wrap=True, overflow="ellipsis", ratio=1)
-    for s in sessions:
-        turns = "?" if s.turns is None else str(s.turns)
-        prompt = escape(s.first_prompt) if s.first_prompt else f"[dim]{escape(s.problem or '')}[/dim]"
-        table.add_row(s.harness, _when(s.updated), turns, escape(s.id), prompt)
-    console_out(soft_wrap=False).print(table)
+    # Prefixes unique among every session of the project, as `--from` resolves them (not only the listed ones).
+    everyone = found if args.harness is None else find_sessions(project, count_turns=0)
+    out = console_out(soft_wrap=False)
+    title = f"Agent sessions in {_short_path(project)}"
+    out.print(_sessions_table(sessions, find_all=[s.id for s in everyone], title=title, width=out.width))
     console_err(soft_wrap=False).print(
         "[dim]tag a session's last turn: machine good --from last | --from SESSION-ID[:TURN][/dim]"
     )
     return 0
+
+
+def _sessions_table(sessions: list[Session], find_all: list[str], title: str, width: int) -> Table:
+    """One line per session that fits the terminal: every column but the prompt as wide as its content (never
+    cut, never dropped), the prompt takes what is left and is cut with "…". Ids are the shortest prefix that
+    names one session among all of this project's (what `--from` takes)."""
+    prefixes = unique_prefixes(find_all)
+    rows = []
+    for s in sessions:
+        turns = "?" if s.turns is None else str(s.turns)
+        prompt = escape(for_terminal(s.first_prompt)) if s.first_prompt else ""
+        if not prompt:
+            prompt = f"[dim]{escape(for_terminal(s.problem or ''))}[/dim]"
+        rows.append((s.harness, _when(s.updated), turns, escape(for_terminal(prefixes[s.id])), prompt))
+    table = Table(
+        title=escape(for_terminal(title)) + ", newest first",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+    )
+    names = ("harness", "updated", "turns", "id")
+    widths = [
+        max(len(name), *(Text.from_markup(row[i]).cell_len for row in rows)) for i, name in enumerate(names)
+    ]
+    for name, column_width in zip(names, widths, strict=True):
+        table.add_column(
+            name, no_wrap=True, width=column_width, justify="right" if name == "turns" else "left"
+        )
+    # Rich shrinks every column when the natural widths overflow (the turns column went first): give the prompt
+    # exactly what is left (no outer edge; between two columns a padding space, the rule's space, a padding space).
+    left = width - sum(widths) - 3 * len(names)
+    table.add_column("first prompt", no_wrap=True, overflow="ellipsis", width=max(left, 12))
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def _when(timestamp: float) -> str:

@@ -15,12 +15,14 @@ from rich.table import Table
 
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
-from machine_lsp.core.export import export_pairs, export_sft
+from machine_lsp.core.conflicts import standing
+from machine_lsp.core.export import describe_copy, exchange_copies, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
 from machine_lsp.core.sessions import resolve_from
 from machine_lsp.core.store import Store, StoreError, describe_os_error
 from machine_lsp.core.tagging import TagRefused, tag
+from machine_lsp.core.terminal_text import for_terminal
 from machine_lsp.core.transcripts import TranscriptError, load_turns, turn_at
 from machine_lsp.core.transcripts.base import display_path
 
@@ -67,6 +69,11 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     tagged.add_argument("--verdict", choices=["good", "bad"], help="only this verdict")
     tagged.add_argument("--json", action="store_true", help="print the records as a JSON array")
     tagged.add_argument("--conflicts", action="store_true", help="only turns tagged two contradicting ways")
+    tagged.add_argument(
+        "--history",
+        action="store_true",
+        help="every record, the untagged and replaced ones too (store order)",
+    )
     tagged.set_defaults(func=_tagged_command)
 
     data = sub.add_parser("data", help="where the store is and what it holds")
@@ -104,27 +111,27 @@ def parse_source(value: str) -> tuple[Path, int | None]:
     return Path(value), None
 
 
-def _guard(func: Callable[[], int]) -> int:
+def guard(func: Callable[[], int]) -> int:
     """Run a command body, turning the errors people cause into one clear line and an exit code."""
     try:
         return func()
     except TranscriptError as exc:
-        _err().print(f"[red]machine:[/red] {escape(str(exc))}")
+        _err().print(f"[red]machine:[/red] {escape(for_terminal(str(exc)))}")
         return EXIT_USAGE
     except StoreError as exc:
         _err().print(f"[red]machine:[/red] store: {escape(str(exc))}")
         return EXIT_STORE
     except OutputError as exc:
-        _err().print(f"[red]machine:[/red] {escape(str(exc))}")
+        _err().print(f"[red]machine:[/red] {escape(for_terminal(str(exc)))}")
         return exc.code
     except TagRefused as exc:
-        _err().print(f"[red]machine:[/red] {escape(str(exc))}")
+        _err().print(f"[red]machine:[/red] {escape(for_terminal(str(exc)))}")
         return EXIT_DATA
 
 
 def _print_store_warnings(store: Store) -> None:
     for warning in store.warnings:
-        _err().print(f"[yellow]warning:[/yellow] {escape(warning)}")
+        _err().print(f"[yellow]warning:[/yellow] {escape(for_terminal(warning))}")
 
 
 def _tag_command(args: argparse.Namespace, verdict: str) -> int:
@@ -143,14 +150,15 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
         _print_store_warnings(store)
         err = _err()
         for warning in turn.warnings:
-            err.print(f"[yellow]warning:[/yellow] {escape(warning)}")
-        where = f"{display_path(turn.source.uri)}:{turn.end_line}"
+            err.print(f"[yellow]warning:[/yellow] {escape(for_terminal(warning))}")
+        where = for_terminal(f"{display_path(turn.source.uri)}:{turn.end_line}")
         record = result.record
         out = _out()
         if result.duplicate:
             out.print(
                 f"Already tagged {verdict}: {escape(where)} is record {record.id} "
-                f"(tagged {escape(record.created_at)}); nothing added."
+                f"(tagged {escape(record.created_at)}); nothing added (a new note: machine retag {record.id} "
+                "--note …)."
             )
             return EXIT_OK
         colour = "green" if verdict == "good" else "red"
@@ -160,17 +168,27 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
         if record.trace:
             extras.append("with tool trace")
         suffix = f" ({', '.join(extras)})" if extras else ""
+        replaces = (
+            f" (replaces record {record.supersedes}, the same tag without this note)"
+            if record.supersedes
+            else ""
+        )
         out.print(
             f"[{colour}]Tagged {verdict}[/{colour}]{escape(suffix)}: {escape(where)} -> record {record.id} "
-            f"in {escape(str(store.tagged_path))}"
+            f"in {escape(str(store.tagged_path))}{replaces}"
         )
+        from machine_lsp.cli.tag_edit_commands import note_copies, warn_overrides
+
+        warn_overrides(result.overrides, record, err)
+        note_copies(result.copies, record, err)
         return EXIT_OK
 
-    return _guard(body)
+    return guard(body)
 
 
 def _short(text: str, width: int = 80) -> str:
-    flat = " ".join(text.split())
+    """One line of log-derived text for a table cell: whitespace flattened, control characters escaped."""
+    flat = for_terminal(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -179,7 +197,9 @@ def _tagged_command(args: argparse.Namespace) -> int:
         store = Store.open()
         if args.conflicts:
             return print_conflicts(store, args.json)
-        records = [r for r in store.records() if args.verdict is None or r.verdict == args.verdict]
+        stored = store.records()
+        shown = stored if args.history else standing(stored)
+        records = [r for r in shown if args.verdict is None or r.verdict == args.verdict]
         _print_store_warnings(store)
         if args.json:
             sys.stdout.write(encode(records).decode() + "\n")
@@ -201,7 +221,7 @@ def _tagged_command(args: argparse.Namespace) -> int:
         _out().print(table)
         return EXIT_OK
 
-    return _guard(body)
+    return guard(body)
 
 
 # (name, least width, most width): the flexible texts share what the fixed ones leave, never below their least.
@@ -219,7 +239,11 @@ DROP_FIRST = ("note", "source", "prompt")
 
 def _row_cells(record: TagRecord) -> list[Any]:
     verdict = "[green]good[/green]" if record.verdict == "good" else "[red]bad[/red]"
+    if record.untag:
+        verdict = "[dim]untag[/dim]"
     flags = [flag for flag, on in (("rewrite", record.original is not None), ("trace", record.trace)) if on]
+    if record.supersedes:
+        flags.append(f"{'untags' if record.untag else 'replaces'} {record.supersedes[:8]}")
     if flags:
         verdict += f" [dim]({', '.join(flags)})[/dim]"
     prompt = next((text_of(m) for m in reversed(record.messages[:-1]) if m.role == "user"), "")
@@ -232,7 +256,7 @@ def _row_cells(record: TagRecord) -> list[Any]:
         escape(_short(prompt, 200)),
         escape(_short(answer, 200)),
         escape(_short(record.note, 200)),
-        escape(source),
+        escape(for_terminal(source)),
     ]
 
 
@@ -268,7 +292,7 @@ def _data_command(args: argparse.Namespace) -> int:
             )
         return EXIT_OK
 
-    return _guard(body)
+    return guard(body)
 
 
 def _export_command(args: argparse.Namespace) -> int:
@@ -277,6 +301,11 @@ def _export_command(args: argparse.Namespace) -> int:
         records = records_for_export(store.records(), _err())  # the last tag of a turn wins
         _print_store_warnings(store)
         if args.format == "sft":
+            by_id = {record.id: record for record in records}
+            for dropped, kept in exchange_copies(r for r in records if r.verdict == "good").items():
+                _err().print(
+                    f"[yellow]note:[/yellow] {escape(for_terminal(describe_copy(by_id[dropped], kept)))}"
+                )
             lines = [encode(row) for row in export_sft(records)]
             what = "training rows (good tags, rewrites applied)"
         else:
@@ -300,7 +329,7 @@ def _export_command(args: argparse.Namespace) -> int:
             _err().print(f"[yellow]note:[/yellow] no {what} to export yet")
         return EXIT_OK
 
-    return _guard(body)
+    return guard(body)
 
 
 def _write_atomically(path: Path, payload: bytes) -> None:

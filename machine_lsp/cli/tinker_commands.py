@@ -53,10 +53,10 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 
 def _machine_dir() -> Path:
-    from machine_lsp.core.store import find_machine_dir
+    from machine_lsp.core.store import find_machine_dir, make_machine_dir
 
     directory = find_machine_dir(Path.cwd())
-    directory.mkdir(parents=True, exist_ok=True)
+    make_machine_dir(directory)
     return directory
 
 

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from machine_lsp.cli.consoles import console_err, console_out
 from machine_lsp.core.store import StoreError
+from machine_lsp.core.terminal_text import for_terminal
 from machine_lsp.core.validate import (
     Finding,
     Report,
@@ -238,8 +239,8 @@ def _print_human(report: Report) -> None:
             colour = "red" if f.severity == "error" else "yellow"
             console.print(
                 f"{escape(one.file)}:{f.line}:{f.column}: [{colour}]{f.severity}[/{colour}] "
-                f"[bold]{f.code}[/bold] {escape(f.message)}"
-                + (f" [dim](fix: {escape(f.fix.title)})[/dim]" if f.fix else "")
+                f"[bold]{f.code}[/bold] {escape(for_terminal(f.message))}"  # messages quote the data
+                + (f" [dim](fix: {escape(for_terminal(f.fix.title))})[/dim]" if f.fix else "")
             )
         if len(one.findings) > len(shown):
             console.print(

@@ -6,8 +6,10 @@ original answer, not the rewrite). What it says about that answer is its claim: 
 hold: good vs bad, good vs any rewrite, and two different rewrites. A bad tag and a rewrite agree.
 
 The tag that came last (store order, which is append order) wins: walking from the newest record back, a record is
-kept unless it contradicts one already kept. Nothing is deleted from the store; this only decides what an export
-uses and lets `machine tagged --conflicts` show the history. Pure: no I/O.
+kept unless it contradicts one already kept. Before that, edits are applied: a record that a later one
+`supersedes` (`machine retag`, `machine untag`) is history, not a claim, and an untag record claims nothing.
+Nothing is deleted from the store; this only decides what an export uses and lets `machine tagged --conflicts`
+show the history. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ class Conflict:
     records: list[TagRecord]
     kept: list[TagRecord] = field(default_factory=list)
     dropped: list[TagRecord] = field(default_factory=list)
+    winners: dict[str, TagRecord] = field(
+        default_factory=dict
+    )  # dropped record id -> the newest one it contradicts
 
     @property
     def kinds(self) -> list[str]:
@@ -43,14 +48,17 @@ class Conflict:
         return out
 
     def dropped_because(self, record: TagRecord) -> TagRecord:
-        """The later kept record that `record` contradicts."""
-        return next(kept for kept in self.kept if _contradicts(record, kept))
+        """The later kept record that `record` contradicts (the newest such: the tag that won)."""
+        return self.winners[record.id]
 
 
 @dataclass
 class Resolution:
     kept: list[TagRecord]  # every record an export should use, store order
     conflicts: list[Conflict]
+    replaced: dict[str, TagRecord] = field(
+        default_factory=dict
+    )  # superseded record id -> the record replacing it
 
     @property
     def dropped(self) -> list[TagRecord]:
@@ -65,6 +73,11 @@ def turn_key(record: TagRecord) -> bytes:
     if record.original is not None:
         answer = msgspec.structs.replace(answer, content=record.original)
     return encode([*prompt, answer])
+
+
+def claim_kind(record: TagRecord) -> str:
+    """What a record says of its turn, in a word: good, bad, rewrite (or untag, for a withdrawal)."""
+    return "untag" if record.untag else _claim_kind(record)
 
 
 def _claim_kind(record: TagRecord) -> str:
@@ -82,9 +95,27 @@ def _contradicts(a: TagRecord, b: TagRecord) -> bool:
     return False
 
 
-def resolve(records: Iterable[TagRecord]) -> Resolution:
-    """Which records stand (the last tag wins) and the contradictions found, in store order."""
+def edits(records: Iterable[TagRecord]) -> dict[str, TagRecord]:
+    """Superseded record id -> the later record that replaces or withdraws it (the first one, store order)."""
+    replaced: dict[str, TagRecord] = {}
+    for record in records:
+        if record.supersedes is not None:
+            replaced.setdefault(record.supersedes, record)
+    return replaced
+
+
+def standing(records: Iterable[TagRecord]) -> list[TagRecord]:
+    """The records that still claim something: neither superseded by a later edit nor an untag."""
     ordered = list(records)
+    replaced = edits(ordered)
+    return [record for record in ordered if not record.untag and record.id not in replaced]
+
+
+def resolve(records: Iterable[TagRecord]) -> Resolution:
+    """Which records stand (edits applied, then the last tag wins) and the contradictions found, in store order."""
+    everything = list(records)
+    replaced = edits(everything)
+    ordered = standing(everything)
     groups: dict[bytes, list[int]] = {}
     for index, record in enumerate(ordered):
         groups.setdefault(turn_key(record), []).append(index)
@@ -95,13 +126,16 @@ def resolve(records: Iterable[TagRecord]) -> Resolution:
             continue
         kept: list[int] = []
         dropped: list[int] = []
+        winners: dict[str, TagRecord] = {}
         for index in reversed(
             indexes
         ):  # newest first: a record stands unless a later standing one contradicts it
-            if any(_contradicts(ordered[index], ordered[other]) for other in kept):
-                dropped.append(index)
-            else:
+            winner = next((other for other in kept if _contradicts(ordered[index], ordered[other])), None)
+            if winner is None:
                 kept.append(index)
+            else:
+                dropped.append(index)
+                winners[ordered[index].id] = ordered[winner]
         if not dropped:
             continue
         dropped_indexes.update(dropped)
@@ -109,11 +143,12 @@ def resolve(records: Iterable[TagRecord]) -> Resolution:
             records=[ordered[i] for i in indexes],
             kept=[ordered[i] for i in sorted(kept)],
             dropped=[ordered[i] for i in sorted(dropped)],
+            winners=winners,
         )
         conflicts.append((indexes[0], conflict))
     conflicts.sort(key=lambda item: item[0])
     kept_records = [record for index, record in enumerate(ordered) if index not in dropped_indexes]
-    return Resolution(kept=kept_records, conflicts=[conflict for _, conflict in conflicts])
+    return Resolution(kept=kept_records, conflicts=[conflict for _, conflict in conflicts], replaced=replaced)
 
 
 def describe_drop(conflict: Conflict, record: TagRecord) -> str:

@@ -29,6 +29,7 @@ import msgspec
 
 from machine_lsp.core.redact import redact_urls_bytes
 from machine_lsp.core.safe_files import check_real_dir, write_file_safely
+from machine_lsp.core.store import MACHINE_DIR, make_machine_dir
 
 RunStatus = Literal["running", "done", "failed", "cancelled"]
 MANIFEST = "manifest.json"
@@ -167,6 +168,8 @@ def materialize_run(run_dir: Path, manifest: RunManifest) -> None:
     """Create a planned run directory (never an existing one) and write its manifest."""
     runs_dir = run_dir.parent
     check_runs_dir(runs_dir)
+    if runs_dir.parent.name == MACHINE_DIR:
+        make_machine_dir(runs_dir.parent)  # a first run may come before the first tag: the store is made here
     runs_dir.mkdir(parents=True, exist_ok=True)
     check_runs_dir(runs_dir)
     run_dir.mkdir()

@@ -103,6 +103,10 @@ class TagRecord(msgspec.Struct, omit_defaults=True):
     extra: dict[str, Any] = msgspec.field(
         default_factory=dict
     )  # the chat row's other top-level keys (`tools`)
+    # Editing a tag appends a record, the store stays append-only: `supersedes` names the record this one replaces
+    # (retag) or withdraws (`untag`: then this record is no tag itself, only the turn's history).
+    supersedes: str | None = None
+    untag: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from machine_lsp.core.transcripts import TranscriptError, Turn, load_turns, turn
 from machine_lsp.core.transcripts.opencode import db_sessions, load_db_turns
 
 HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code", "qwen-code", "gemini-cli", "proxy")
+SHORT_ID = 8  # the least an id is shortened to (as git abbreviates hashes); longer where sessions share more
 _HEAD_BYTES = 256 * 1024  # enough for the first lines of any log (Claude Code's first lines can be long)
 
 
@@ -183,6 +184,22 @@ def find_session(spec: str, project_dir: Path, *, homes: Homes | None = None) ->
         _no_session(spec, project_dir)
     assert session is not None
     return session
+
+
+def unique_prefixes(ids: Iterable[str], minimum: int = SHORT_ID) -> dict[str, str]:
+    """Each id's shortest prefix (at least `minimum` characters) that no other id starts with, so any prefix shown
+    is one `--from` accepts. (Time-ordered ids, UUIDv7, of sessions started together share long prefixes.)"""
+    ordered = sorted(set(ids))
+    prefixes = {}
+    for index, session_id in enumerate(ordered):
+        neighbours = ordered[max(index - 1, 0) : index] + ordered[index + 1 : index + 2]
+        shared = max((_common_length(session_id, other) for other in neighbours), default=0)
+        prefixes[session_id] = session_id[: max(minimum, shared + 1)]
+    return prefixes
+
+
+def _common_length(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def project_root(start: Path) -> Path:
@@ -418,7 +435,7 @@ def _session_by_id(prefix: str, project_dir: Path, homes: Homes | None) -> Sessi
         if exact:
             return exact[0]
         if len(matches) > 1:
-            listed = ", ".join(f"{s.id} ({s.harness})" for s in matches[:5])
+            listed = ", ".join(f"{s.id} ({s.harness})" for s in matches)
             raise TranscriptError(
                 f"--from {prefix}", f"the prefix matches {len(matches)} sessions: {listed}; type more"
             )

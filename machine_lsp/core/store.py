@@ -1,8 +1,9 @@
 """The Machine store: `.machine/` at the project root, tagged turns in `.machine/tagged.jsonl`.
 
 Durability rules: every append is one `os.write` of a whole line while holding an exclusive `fcntl.flock` on the
-file, followed by `fsync`, so concurrent taggers never interleave. The duplicate check of a tag happens under that
-same lock, so two processes tagging one turn at once store it once. A write that fails (disk full) is cut back to
+file, followed by `fsync`, so concurrent taggers never interleave. What to append is decided under that same lock
+(`append_decided`: the duplicate check of a tag, the record an edit supersedes), so two processes tagging one turn
+at once store it once. A write that fails (disk full) is cut back to
 where the file ended, so nothing earlier is lost and no half line stays behind.
 
 A crash can still leave a torn last line (no trailing newline). Readers skip it with a warning and never write;
@@ -19,13 +20,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 
+from machine_lsp.core.conflicts import standing
 from machine_lsp.core.safe_files import NotRegularFile, open_store_dir, open_store_file
 from machine_lsp.core.schema import Message, TagRecord, Verdict, decode_tag_record, encode
 
@@ -86,6 +88,43 @@ def find_machine_dir(start: Path | None = None) -> Path:
     return here / MACHINE_DIR
 
 
+GITIGNORE = ".gitignore"
+GITIGNORE_TEXT = (
+    "# Created by machine-lsp: the store (tagged turns, runs, checkpoints) stays out of git.\n*\n"
+)
+
+
+def make_machine_dir(machine_dir: Path) -> None:
+    """Create `.machine` (and its parents) if it does not exist; when this call creates it, write
+    `.machine/.gitignore` holding `*`, as ruff's and pytest's caches do, so a store that grows to hundreds of MB
+    never lands in a commit. A user who removes that file keeps it removed. The file is created with O_EXCL and
+    O_NOFOLLOW inside the directory opened without following links: a planted link is never written through.
+    Raises FileExistsError when something that is not a directory is there, OSError as it comes."""
+    machine_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        machine_dir.mkdir()
+    except FileExistsError:
+        if machine_dir.is_dir() and not machine_dir.is_symlink():
+            return
+        raise
+    dir_fd = open_store_dir(machine_dir)
+    try:
+        fd = os.open(
+            GITIGNORE,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=dir_fd,
+        )
+        try:
+            _write_all(fd, GITIGNORE_TEXT.encode())
+        finally:
+            os.close(fd)
+    except FileExistsError:
+        pass  # another process created the directory and its file an instant ago
+    finally:
+        os.close(dir_fd)
+
+
 def find_project_root(start: Path | None = None) -> Path:
     """The project directory: the one holding the `.machine` dir (see find_machine_dir)."""
     return find_machine_dir(start).parent
@@ -116,26 +155,26 @@ class Store:
 
     def append(self, record: TagRecord) -> TagRecord:
         """Append `record` (no duplicate check)."""
-        self._append(record, check_duplicate=False)
+        self._append(lambda _data: record)
         return record
 
-    def append_new(self, record: TagRecord) -> TagRecord | None:
-        """Append `record` unless a record holding the same conversation with the same verdict is already stored;
-        return that one instead (None when `record` was appended). Check and append are one step under the
-        exclusive lock, so concurrent taggers of one turn store it once."""
-        return self._append(record, check_duplicate=True)
+    def append_decided(self, decide: Callable[[list[TagRecord]], TagRecord | None]) -> TagRecord | None:
+        """Append the record `decide` returns, given every stored record (store order), or nothing when it returns
+        None; returns what was appended. `decide` runs under the exclusive lock, so what it saw is still the store
+        when its record lands: two taggers of one turn store it once, two editors of one record cannot both win."""
+        return self._append(lambda data: decide(_decode_whole(data)))
 
-    def _append(self, record: TagRecord, *, check_duplicate: bool) -> TagRecord | None:
-        line = encode(record) + b"\n"
+    def _append(self, decide: Callable[[bytes], TagRecord | None]) -> TagRecord | None:
+        """Append what `decide` returns given the file's bytes (under the lock); return it (None: nothing)."""
         with self._opened(write=True) as (root_fd, fd):
             assert root_fd is not None and fd is not None
             fcntl.flock(fd, fcntl.LOCK_EX)
             # A torn tail must be moved aside first, or this line would be glued onto it.
             self._repair_torn_tail_locked(root_fd, fd)
-            if check_duplicate:
-                existing = _find_same(_read_all(fd), record.messages, record.verdict)
-                if existing is not None:
-                    return existing
+            record = decide(_read_all(fd))
+            if record is None:
+                return None
+            line = encode(record) + b"\n"
             size = os.fstat(fd).st_size
             try:
                 _write_all(fd, line)
@@ -157,7 +196,7 @@ class Store:
                 raise StoreError(
                     f"{self.tagged_path}: the record was written but not flushed to disk: {describe_os_error(exc)}"
                 ) from None
-        return None
+        return record
 
     # -- reading --------------------------------------------------------------------------------------------
 
@@ -180,8 +219,9 @@ class Store:
         return _find_same(self._read(), messages, verdict)
 
     def counts(self, records: Sequence[TagRecord] | None = None) -> StoreCounts:
+        """What the store says now: records a later edit untagged or replaced are history, not counted."""
         counts = StoreCounts()
-        for record in self.records() if records is None else records:
+        for record in standing(self.records() if records is None else records):
             counts.total += 1
             if record.verdict == "good":
                 counts.good += 1
@@ -219,7 +259,7 @@ class Store:
         """A descriptor of `.machine` (never through a symlink); None when it does not exist and create=False."""
         if create:
             try:
-                self.root.mkdir(parents=True, exist_ok=True)
+                make_machine_dir(self.root)
             except FileExistsError:
                 pass  # a file or a link where the directory should be: reported just below
             except OSError as exc:
@@ -342,6 +382,17 @@ def _is_record(raw: bytes) -> bool:
     except (msgspec.DecodeError, msgspec.ValidationError):
         return False
     return True
+
+
+def _decode_whole(data: bytes) -> list[TagRecord]:
+    records = []
+    for raw in data.split(b"\n"):
+        if raw.strip():
+            try:
+                records.append(decode_tag_record(raw))
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue  # reported by records(); a writer never stops on it
+    return records
 
 
 def _find_same(data: bytes, messages: Sequence[Message], verdict: Verdict) -> TagRecord | None:

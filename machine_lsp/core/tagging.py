@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 import msgspec
 
 from machine_lsp import __version__
-from machine_lsp.core.schema import Message, TagRecord, Verdict, text_of
+from machine_lsp.core.conflicts import resolve
+from machine_lsp.core.export import exchange_copies
+from machine_lsp.core.schema import Message, TagRecord, Verdict, encode, text_of
 from machine_lsp.core.store import Store
 from machine_lsp.core.transcripts.base import Turn
 
@@ -20,6 +22,11 @@ class TagRefused(Exception):
 class TagResult(msgspec.Struct):
     record: TagRecord  # the new record, or the existing one when this is a duplicate
     duplicate_of: str | None = None  # id of the record already holding this conversation + verdict
+    # Standing records on the same turn that this tag contradicts: they no longer train (the last tag wins).
+    overrides: list[TagRecord] = msgspec.field(default_factory=list)
+    # Good records holding the same exchange as this one in another copy (session log vs served log), with the
+    # record the SFT export trains it from (export.exchange_copies): (the other record, the one that trains).
+    copies: list[tuple[TagRecord, TagRecord]] = msgspec.field(default_factory=list)
 
     @property
     def duplicate(self) -> bool:
@@ -87,12 +94,66 @@ def tag(
 ) -> TagResult:
     """Tag `turn` good or bad in `store`.
 
-    Refuses good on a blocked turn (stopReason error/aborted, empty reply) with the reason; the same
-    conversation tagged with the same verdict again is reported as a duplicate, not appended (checked under the
-    append's lock, so concurrent taggers of one turn store it once).
+    Refuses good on a blocked turn (stopReason error/aborted, empty reply) with the reason. The same conversation
+    with the same verdict is a duplicate (not appended) only while that record stands: once a later tag of the
+    turn contradicts it or it was untagged, tagging it again is a new record, the turn's newest word. The same
+    tag with a new note appends a record that supersedes the old one, so the note is kept. Decided under the
+    append's lock, so concurrent taggers of one turn store it once.
     """
     record = build_record(turn, verdict, note=note, rewrite=rewrite, trace=trace)
-    existing = store.append_new(record)
-    if existing is not None:
-        return TagResult(record=existing, duplicate_of=existing.id)
-    return TagResult(record=record)
+    existing: list[TagRecord] = []
+
+    def decide(records: list[TagRecord]) -> TagRecord | None:
+        same = duplicate_of(records, record)
+        if same is not None:
+            existing.append(same)
+            return None
+        noted = _standing_same(records, record)
+        if noted is not None:  # the same tag with a new note: the record with the note replaces it
+            record.supersedes = noted.id
+        return record
+
+    appended = store.append_decided(decide)
+    if appended is None:
+        return TagResult(record=existing[0], duplicate_of=existing[0].id)
+    records = store.records()
+    return TagResult(
+        record=appended, overrides=overridden_by(records, appended), copies=copies_of(records, appended)
+    )
+
+
+def copies_of(records: list[TagRecord], record: TagRecord) -> list[tuple[TagRecord, TagRecord]]:
+    """The other good records of `record`'s exchange that the export dedupes with it, each with the one it keeps."""
+    if record.verdict != "good":
+        return []
+    good = [kept for kept in resolve(records).kept if kept.verdict == "good"]
+    copies = exchange_copies(good)
+    keeper = copies.get(record.id, record)
+    same = [other for other in good if other.id != record.id and copies.get(other.id, other).id == keeper.id]
+    return [(other, keeper) for other in same]
+
+
+def overridden_by(records: list[TagRecord], record: TagRecord) -> list[TagRecord]:
+    """The records `record` (stored last) outvotes: standing claims on its turn that it contradicts."""
+    resolution = resolve(records)
+    return [
+        dropped
+        for conflict in resolution.conflicts
+        for dropped in conflict.dropped
+        if conflict.winners[dropped.id].id == record.id
+    ]
+
+
+def duplicate_of(records: list[TagRecord], record: TagRecord) -> TagRecord | None:
+    """The standing record `record` would repeat (same conversation, verdict, and no new note), if any: tagging
+    it again adds nothing."""
+    same = _standing_same(records, record)
+    return same if same is not None and (not record.note or record.note == same.note) else None
+
+
+def _standing_same(records: list[TagRecord], record: TagRecord) -> TagRecord | None:
+    key = encode(record.messages)
+    for kept in reversed(resolve(records).kept):
+        if kept.verdict == record.verdict and encode(kept.messages) == key:
+            return kept
+    return None

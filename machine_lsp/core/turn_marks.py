@@ -21,7 +21,7 @@ class TurnMark:
     verdict: Verdict | None = None  # what the standing tag says; None: not tagged
     rewritten: bool = False  # the standing good tag replaced the answer
     records: list[str] = field(default_factory=list)  # ids of every record on this turn, store order
-    conflict: bool = False  # some records on this turn contradict (the last one stands)
+    conflict: bool = False  # some standing records on this turn contradict (the last one stands)
 
 
 def turn_marks(turns: Sequence[Turn], records: Sequence[TagRecord]) -> list[TurnMark]:
@@ -31,7 +31,9 @@ def turn_marks(turns: Sequence[Turn], records: Sequence[TagRecord]) -> list[Turn
     for record in records:
         by_key.setdefault(turn_key(record), []).append(record)
         by_place.setdefault((record.source.uri, record.source.end_line), []).append(record)
-    kept_ids = {record.id for record in resolve(records).kept}
+    resolution = resolve(records)
+    kept_ids = {record.id for record in resolution.kept}
+    dropped_ids = {record.id for record in resolution.dropped}  # outvoted (a contradiction), not edited away
     position = {record.id: index for index, record in enumerate(records)}
     marks = []
     for turn in turns:
@@ -39,7 +41,7 @@ def turn_marks(turns: Sequence[Turn], records: Sequence[TagRecord]) -> list[Turn
         matched = {r.id: r for r in by_key.get(key, []) + by_place.get((turn.source.uri, turn.end_line), [])}
         ordered = sorted(matched.values(), key=lambda r: position[r.id])  # store order
         standing = [r for r in ordered if r.id in kept_ids]
-        mark = TurnMark(records=[r.id for r in ordered], conflict=len(standing) < len(ordered))
+        mark = TurnMark(records=[r.id for r in ordered], conflict=any(r.id in dropped_ids for r in ordered))
         if standing:
             last = standing[-1]
             mark.verdict, mark.rewritten = last.verdict, last.original is not None

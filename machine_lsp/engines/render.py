@@ -93,9 +93,27 @@ def _local_tokenizer(directory: str) -> Any:
         raise EngineError(f"cannot load a tokenizer from the model directory {directory}: {exc}") from exc
 
 
+# transformers' own once-per-tokenizer flag for "Token indices sequence length is longer than the specified maximum
+# sequence length for this model (N > M)": set, the warning is never logged.
+_TOO_LONG_WARNING = "sequence-length-is-longer-than-the-specified-maximum"
+
+
 def load_tokenizer(model: str) -> Any:
     """The tokenizer for `model`, offline: SmolLM2 from its GGUF/cache, a local HF directory, a registered name,
-    or a name already in the Hugging Face cache."""
+    or a name already in the Hugging Face cache.
+
+    Its warning about sequences longer than the model's maximum is switched off: this tool tokenizes whole files
+    and requests to count and render them, and says itself what is too long (validate's `too-long` finding with
+    `--max-length`, the server's context check), in its own words, where transformers would print a raw log line
+    to the terminal (once, with no file or line)."""
+    tok = _load_tokenizer(model)
+    warned = getattr(tok, "deprecation_warnings", None)
+    if isinstance(warned, dict):
+        warned[_TOO_LONG_WARNING] = True
+    return tok
+
+
+def _load_tokenizer(model: str) -> Any:
     from tinker_cookbook import tokenizer_utils
 
     if smollm2.is_smollm2(model):

@@ -119,7 +119,7 @@ async def _stop_when_orphaned(stop: asyncio.Event, every_s: float = 1.0) -> None
 
 
 def tinker_serve(ctx: JobContext, args: TinkerServeArgs) -> tuple[dict[str, Any], str]:
-    from machine_lsp.core.store import find_machine_dir
+    from machine_lsp.core.store import find_machine_dir, make_machine_dir
     from machine_lsp.scaffold.config import ConfigError
     from machine_lsp.tinker_server import process, project
     from machine_lsp.tinker_server.venv import ServerSetupError
@@ -129,7 +129,7 @@ def tinker_serve(ctx: JobContext, args: TinkerServeArgs) -> tuple[dict[str, Any]
         ctx.progress(0, None, message, force=True)
 
     machine_dir = find_machine_dir(ctx.cwd)
-    machine_dir.mkdir(parents=True, exist_ok=True)
+    make_machine_dir(machine_dir)
     try:
         record = process.start(
             machine_dir, model=args.model, port=args.port, progress=progress, ready_timeout=args.ready_timeout

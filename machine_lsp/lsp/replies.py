@@ -36,6 +36,21 @@ class TagReply(msgspec.Struct):
     duplicate_of: str | None
     message: str
     store: str  # the store's tagged.jsonl
+    # Standing records on the same turn this tag contradicts: they no longer train (the last tag wins).
+    overrides: list[str] = msgspec.field(default_factory=list)
+
+
+class TagEditReply(msgspec.Struct):
+    """`machine.untag` / `machine.retag`: the record appended, which supersedes `supersedes` (history is kept)."""
+
+    id: str
+    supersedes: str
+    untag: bool  # true: the tag was taken back; false: replaced by this record
+    verdict: Verdict  # what the new record says (for an untag: the verdict taken back)
+    note: str
+    overrides: list[str]  # standing records on the same turn the new record contradicts (it wins)
+    message: str
+    store: str
 
 
 class TaggedRecord(msgspec.Struct):
@@ -288,6 +303,8 @@ JobReply = JobSummary | JobDeclined
 #: command id -> the struct(s) its reply can be.
 COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
     "machine.tag": (TagReply, TagPreview),
+    "machine.untag": (TagEditReply,),
+    "machine.retag": (TagEditReply,),
     "machine.sessions": (SessionsReply,),
     "machine.sessions.turns": (SessionTurnsReply,),
     "machine.tagged": (TaggedReply,),

@@ -52,6 +52,7 @@ class MachineLanguageServer(LanguageServer):
         from machine_lsp.lsp.features.jobs import JobsFeature
         from machine_lsp.lsp.features.serving import ServingFeature
         from machine_lsp.lsp.features.sessions import SessionsFeature
+        from machine_lsp.lsp.features.tag_edits import TagEditsFeature
 
         self.diagnostics = DiagnosticsFeature(self)
         self.jobs = JobsFeature(self)
@@ -65,6 +66,7 @@ class MachineLanguageServer(LanguageServer):
             self.commands,
             self.serving,
             SessionsFeature(self),
+            TagEditsFeature(self),
         ]
         for feature in self.features:
             feature.register()

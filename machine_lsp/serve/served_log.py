@@ -11,6 +11,7 @@ A row that cannot be logged costs the request nothing: the answer goes out and t
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -22,7 +23,7 @@ import msgspec
 
 from machine_lsp.core.safe_files import NotRegularFile, open_append_safely
 from machine_lsp.core.schema import Message
-from machine_lsp.core.store import describe_os_error
+from machine_lsp.core.store import describe_os_error, make_machine_dir
 
 SERVED_DIR = "served"
 
@@ -65,6 +66,8 @@ class ServedLog:
         """Append one row; ServedLogError when it cannot be, with the file left as it was."""
         when = datetime.fromisoformat(row.time.replace("Z", "+00:00"))
         path = self.path_for(when)
+        with contextlib.suppress(OSError):  # .gitignore in a new .machine; a link there is refused below
+            make_machine_dir(self.directory.parent)
         line = msgspec.json.encode(row) + b"\n"
         try:
             fd = open_append_safely(path, root=self.project_dir)

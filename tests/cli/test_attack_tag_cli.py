@@ -108,7 +108,7 @@ def test_a_write_refused_by_the_kernel_exits_3_and_loses_nothing(project: Path) 
     done = machine(project, "bad", "--from", f"{CHAT}:2", fsize=len(before) + 20)  # a disk with 20 bytes left
     one_line_error(done, 3, "disk is full", "nothing was added")
     assert tagged.read_bytes() == before
-    assert sorted(os.listdir(project / ".machine")) == ["tagged.jsonl"]
+    assert sorted(os.listdir(project / ".machine")) == [".gitignore", "tagged.jsonl"]
     assert machine(project, "bad", "--from", f"{CHAT}:2").returncode == 0
     assert "tagged: 2" in machine(project, "data").stdout
 
@@ -138,7 +138,7 @@ def test_full_disk_tag_exits_3_and_the_next_tag_works(tmpfs: Path, fill_disk: Ca
     for _ in range(2):
         one_line_error(machine(tmpfs, "good", "--from", str(long_turn)), 3, "disk is full")
     assert tagged.read_bytes() == before
-    assert sorted(os.listdir(tmpfs / ".machine")) == ["tagged.jsonl"]
+    assert sorted(os.listdir(tmpfs / ".machine")) == [".gitignore", "tagged.jsonl"]
     filler.unlink()
     assert machine(tmpfs, "good", "--from", str(long_turn)).returncode == 0
     assert "tagged: 2" in machine(tmpfs, "data").stdout

@@ -84,7 +84,7 @@ def test_the_last_turn_is_tagged_when_no_line_is_given(
 
 def test_duplicate_is_reported_not_appended(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "good", "--from", f"{CHAT}:1")[0] == 0
-    code, out, _ = run(capsys, "good", "again", "--from", f"{CHAT}:1")
+    code, out, _ = run(capsys, "good", "--from", f"{CHAT}:1")
     assert code == 0 and "Already tagged good" in out and "nothing added" in out
     assert len(Store.open().records()) == 1
 

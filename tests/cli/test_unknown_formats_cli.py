@@ -1,9 +1,9 @@
 """Logs of agents machine-lsp does not read, and files that are not JSON lines: one line naming what the file looks
 like and what is supported, exit 2, nothing stored; for `good`, `bad`, `--trace` and FILE:LINE alike.
 
-The fixtures are small files of our own in the shapes those agents write (Gemini CLI, Copilot CLI, Kimi Code,
-Cursor CLI, Aider); no sniffer may name a harness whose adapter then fails (Gemini's JSONL was called a Claude Code
-log, Copilot's a Pi log).
+The fixtures are small files of our own in the shapes those agents write (Copilot CLI, Kimi Code, Cursor CLI,
+Aider); no sniffer may name a harness whose adapter then fails (Copilot's log was called a Pi log; Gemini CLI's
+JSONL, called a Claude Code log, is read by its own adapter now: tests/capture/test_gemini_cli.py).
 """
 
 from __future__ import annotations
@@ -21,29 +21,6 @@ def _jsonl(*objects: dict) -> str:
 
 
 SHAPES = {
-    "gemini-jsonl": (
-        "gemini.jsonl",
-        _jsonl(
-            {"sessionId": "s1", "projectHash": "ab12", "startTime": "2026-01-01T00:00:00Z", "kind": "main"},
-            {"id": "u1", "type": "user", "content": [{"text": "hi"}]},
-            {"$set": {"lastUpdated": "2026-01-01T00:00:01Z"}},
-            {"id": "g1", "type": "gemini", "content": "hello", "model": "gemini-x"},
-        ),
-        "Gemini CLI",
-    ),
-    "gemini-json": (
-        "session.json",
-        json.dumps(
-            {
-                "sessionId": "s1",
-                "projectHash": "ab12",
-                "kind": "chat",
-                "messages": [{"id": "m1", "type": "user", "content": "hi"}, {"id": "m2", "type": "gemini"}],
-            },
-            indent=2,
-        ),
-        "Gemini CLI",
-    ),
     "copilot": (
         "events.jsonl",
         _jsonl(

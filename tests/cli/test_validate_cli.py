@@ -232,3 +232,47 @@ def test_validator_and_its_command_import_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def test_a_row_longer_than_the_model_gets_the_tools_finding_not_a_raw_transformers_warning(
+    tmp_path: Path,
+) -> None:
+    # Over SmolLM2's 8192 tokens: transformers would log "Token indices sequence length is longer than ..."
+    long_row = json.dumps(
+        {
+            "messages": [
+                {"role": "user", "content": " ".join(["why"] * 9000)},
+                {"role": "assistant", "content": "ok"},
+            ]
+        }
+    )
+    path = write(tmp_path / "train.jsonl", GOOD, long_row)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "machine_lsp.cli.main",
+            "train",
+            "validate",
+            str(path),
+            "--max-length",
+            "8192",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Token indices sequence length" not in done.stderr + done.stdout, done.stderr
+    assert done.returncode == 1 and ":2:1: error too-long the row is" in done.stdout, done.stdout
+
+
+def test_data_quoted_in_a_finding_is_shown_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = json.dumps(
+        {"messages": [{"role": "Us\x1b[2Jer", "content": "hi"}, {"role": "assistant", "content": "ok"}]}
+    )
+    path = write(tmp_path / "train.jsonl", row)
+    assert main(["train", "validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and 'unknown role "Us\\x1b[2Jer"' in out, repr(out)

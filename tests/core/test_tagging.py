@@ -71,7 +71,7 @@ def test_rewrite_with_bad_or_empty_is_refused(store: Store) -> None:
 def test_same_conversation_and_verdict_twice_is_a_duplicate_not_a_second_row(store: Store) -> None:
     turn = turn_at(load_turns(CHAT), 1)
     first = tag(store, turn, "good")
-    again = tag(store, turn_at(load_turns(CHAT), 1), "good", note="different note")
+    again = tag(store, turn_at(load_turns(CHAT), 1), "good")
     assert again.duplicate and again.duplicate_of == first.record.id
     assert again.record == first.record
     # A different verdict, a different rewrite or the trace view are different records.

@@ -58,12 +58,15 @@ local function main()
   apply("Tag as good with note…")
   assert(vim.wait(20000, function() return store_rows() == 1 end, 20), "the noted tag did not reach the store")
   results.rows_after_note = store_rows()
+  results.answer = "" -- the plain tag offers a note: Enter on the empty answer skips it
+  apply("Tag row as bad")
+  assert(vim.wait(20000, function() return store_rows() == 2 end, 20), "the plain tag did not reach the store")
 
   vim.cmd("edit " .. vim.fn.fnameescape(dir .. "/code.py"))
   attached(0)
   results.answer = "Write add()"
   apply("Tag selection as good…", { start = { 1, 0 }, ["end"] = { 2, 16 } })
-  assert(vim.wait(20000, function() return store_rows() == 2 end, 20), "the selection tag did not reach the store")
+  assert(vim.wait(20000, function() return store_rows() == 3 end, 20), "the selection tag did not reach the store")
   results.rows_after_selection = store_rows()
 
   vim.cmd("edit " .. vim.fn.fnameescape(dir .. "/chat.jsonl"))

@@ -60,6 +60,7 @@ def test_emacs_eglot_end_to_end(
     stored = [json.loads(x) for x in (project / ".machine" / "tagged.jsonl").read_text().splitlines()]
     assert [r["verdict"] for r in stored] == ["good", "good"]
     assert stored[1]["note"] == "too terse" and stored[1]["source"]["line"] == 3
+    assert result["offered"] == "machine note (RET to skip): " and "note" not in stored[0]
     assert '"role": "user"' in result["row2_after_fix"]
     assert [d[0] for d in result["diagnostics_after_fix"]] == [4]
     # jobReplies "immediate": the reply is the job id, before the job is done (eglot would time out otherwise).

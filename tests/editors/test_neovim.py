@@ -124,10 +124,11 @@ def test_documented_neovim_snippet(
     )
     assert result["ok"], result
     assert result["filetype"] == "jsonl"
-    assert result["asked"] == ["machine note: ", "machine prompt: "]
+    assert result["asked"] == ["machine note: ", "machine note (Enter to skip): ", "machine prompt: "]
     stored = [json.loads(x) for x in (tmp_path / ".machine" / "tagged.jsonl").read_text().splitlines()]
     assert stored[0]["note"] == "too terse" and stored[0]["source"]["line"] == 1
-    assert stored[1]["source"]["kind"] == "selection" and stored[1]["messages"][0]["content"] == "Write add()"
+    assert stored[1]["verdict"] == "bad" and "note" not in stored[1]  # the offered note, skipped
+    assert stored[2]["source"]["kind"] == "selection" and stored[2]["messages"][0]["content"] == "Write add()"
     assert "machine: done" in result["messages"]
     assert result["warnings"] == [], result["warnings"]
     # vim.deprecate writes to the message history (not through a vim.notify we could wrap).

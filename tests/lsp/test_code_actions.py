@@ -39,6 +39,9 @@ async def test_tag_row_good_then_duplicate_is_reported(client):
     )
     assert client.spec == "visual-studio-code" or not set(prompts) & set(titles)
     assert "Tag as good with full trace" not in titles  # no tool calls in this row
+    # A client that asks the user is offered a note on the plain tags too (skippable: `offer`, not `ask`).
+    offered = titled(actions, "Tag row as good")["command"]["arguments"][0].get("offer")
+    assert offered == ("note" if client.spec == "visual-studio-code" else None)
     reply = await run_action(client, titled(actions, "Tag row as good"))
     assert reply["duplicate_of"] is None
     rows = store_rows(client.root)

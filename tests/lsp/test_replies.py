@@ -77,12 +77,20 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         await call("machine.tag", {"uri": uri, "line": 1, "verdict": "good"})  # a duplicate: duplicate_of set
         tagged = await call("machine.tagged")
         assert tagged["records"][0]["source"]["line"] == 1
+        retagged = await call("machine.retag", {"id": tag["id"], "note": "checked"})
+        assert retagged["supersedes"] == tag["id"]
+        untagged = await call("machine.untag", {"id": retagged["id"]})
+        assert untagged["untag"] is True
+        await call("machine.tag", {"uri": uri, "line": 1, "verdict": "good"})  # after the untag: a new record
         data = await call("machine.data")
         assert data["counts"]["good"] == 1
         job = await call("machine.validate", {"uri": uri})
         assert job["status"] == "done"
         sft = await call("machine.train.sft", {})
         assert any(p.endswith("train_sft.py") for p in sft["written"])
+        assert sft["message"].endswith(
+            "next: Smoke Run, then Train (engine: local)"
+        )  # palette titles, not ids
         await call("machine.eval.init", {})
         await call("machine.jobs.list")
         cancel = await call("machine.jobs.cancel", {"job_id": job["job_id"]})
@@ -102,6 +110,8 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         client.answers.append("Cancel")  # type: ignore[attr-defined]
         declined = await call("machine.train.run", {})
         assert declined["status"] == "declined"
+        question = client.questions[-1].message  # type: ignore[attr-defined]
+        assert question.startswith("machine: start the training run? "), question
         assert (await call("machine.serve.status", {}))["status"] == "stopped"
         assert (await call("machine.serve.stop", {}))["status"] == "stopped"
         use = await call("machine.use", {"checkpoint": "base", "agent": "claude"})

@@ -1,5 +1,6 @@
 /** Tracks jobs from machine/jobEvent: the status-bar item, the outcome notification, listeners (the panel). */
 import * as vscode from "vscode";
+import { labelServerMessage } from "./logic/replies";
 import { applyEvent, currentJob, isJobEvent, outcomeText, shownJob, statusText, statusTooltip, type JobEvent, type JobState } from "./logic/jobs";
 
 export const JOB_EVENT_NOTIFICATION = "machine/jobEvent";
@@ -89,7 +90,7 @@ export class JobsView implements vscode.Disposable {
    */
   showServerMessage(params: { type: number; message: string }): void {
     const job = [...this.jobs.values()].find((j) => j.status !== "running" && j.message === params.message);
-    const text = params.message.startsWith("Machine") ? params.message : `Machine: ${params.message}`;
+    const text = labelServerMessage(params.message);
     if (params.type >= 4) {
       this.output.info(`[server] ${params.message}`);
       return;

@@ -40,7 +40,10 @@ def describe_object(first: dict[str, Any]) -> str:
     kind = first.get("type")
     keys = ", ".join(list(first)[:8]) or "none"
     if "projectHash" in first and "sessionId" in first:
-        return "looks like a Gemini CLI session (~/.gemini/tmp/<project hash>/chats/), which this version does not read"
+        return (
+            "looks like a Gemini CLI session (~/.gemini/tmp/<project>/chats/), but not in a shape this version reads "
+            "(0.39's one JSON document or 0.40+ JSONL)"
+        )
     if isinstance(kind, str) and kind.startswith("session.") and "data" in first:
         return "looks like a GitHub Copilot CLI session (events.jsonl), which this version does not read"
     if kind == "metadata" and "protocol_version" in first:

@@ -1,19 +1,26 @@
 """Code actions: tag the row / session entry under the cursor, tag a selection, quick fixes for findings.
 
-Tag actions carry a `machine.tag` command (the store is only touched when the user picks one). Actions whose
+Tag actions carry a `machine.tag` command (the store is only touched when the user picks one); a row already tagged
+also offers `machine.untag` for each of its standing tags. Actions whose
 command carries `ask` (a note, a rewrite, a selection's prompt) are offered only to clients that declared
-`clientPrompts` (they ask the user, then add the answer to the arguments); the others get the plain actions, and
+`clientPrompts` (they ask the user, then add the answer to the arguments); to those clients the plain tags carry
+`offer: "note"` (ask for a note, an empty answer skips it); the others get the plain actions, and
 hover names the `machine.tag` arguments for a note or rewrite. Quick fixes are sent without edits and resolved
 lazily (`codeAction/resolve`) when the client supports it.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 
+from machine_lsp.core.conflicts import claim_kind, standing
+from machine_lsp.core.schema import TagRecord
 from machine_lsp.core.selection import row_info
+from machine_lsp.core.store import Store, StoreError
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.positions import to_client_character
 
@@ -22,7 +29,37 @@ TAG_KIND = "refactor.machine.tag"
 MAX_FIX_LINES = 200
 
 
+class StandingTags:
+    """The store's standing records, read again only when tagged.jsonl changed (code actions are asked for on every
+    cursor move: re-reading a large store each time would stall the server)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, int, int] | None = None
+        self._records: list[TagRecord] = []
+
+    def on_line(self, project_start: Path, uri: str, line: int) -> list[TagRecord]:
+        store = Store.open(project_start)
+        try:
+            st = os.stat(store.tagged_path, follow_symlinks=False)
+        except OSError:
+            return []
+        key = (str(store.tagged_path), st.st_mtime_ns, st.st_size)
+        if key != self._key:
+            try:
+                self._records = standing(store.records())
+            except StoreError:
+                self._records = []
+            self._key = key
+        return [
+            r for r in self._records if r.source.uri == uri and line in (r.source.line, r.source.end_line)
+        ]
+
+
 class CodeActionsFeature(LanguageFeature):
+    def __init__(self, server: Any) -> None:
+        super().__init__(server)
+        self._standing = StandingTags()
+
     def register(self) -> None:
         server = self.server
 
@@ -61,6 +98,7 @@ class CodeActionsFeature(LanguageFeature):
                 info["kind"] == "session_log" and any('"toolCall"' in line for line in lines)
             )
             out.extend(self._tag_actions(uri, line0 + 1, info["kind"], tools))
+            out.extend(self._untag_actions(uri, line0 + 1, info["kind"]))
         elif selection and self.server.settings.client_prompts:  # the selection's prompt is asked for
             out.extend(self._selection_actions(uri, rng))
         return out
@@ -76,13 +114,36 @@ class CodeActionsFeature(LanguageFeature):
                 command=types.Command(title=title, command="machine.tag", arguments=[args]),
             )
 
-        actions = [action(f"Tag {where} as good"), action(f"Tag {where} as bad", verdict="bad")]
+        # A client that asks the user (clientPrompts) offers a note on the plain tags too: `offer` is skippable
+        # (an empty answer tags without one), where `ask` must be answered.
+        offer = {"offer": "note"} if self.server.settings.client_prompts else {}
+        actions = [
+            action(f"Tag {where} as good", **offer),
+            action(f"Tag {where} as bad", verdict="bad", **offer),
+        ]
         if self.server.settings.client_prompts:  # only a client that asks the user can complete these
             actions.append(action("Tag as good with note…", ask="note"))
             actions.append(action("Tag as good with rewrite…", ask="rewrite"))
         if tools:
             actions.append(action("Tag as good with full trace", trace=True))
         return actions
+
+    def _untag_actions(self, uri: str, line: int, kind: str) -> list[types.CodeAction]:
+        """One "Untag" per standing tag made from this row or entry (a tag with a note is changed by tagging
+        again with the note: that record supersedes the old one)."""
+        where = "row" if kind == "chat_jsonl" else "entry"
+        out = []
+        for record in self._standing.on_line(self.server.project_start(uri), uri, line):
+            title = f"Untag {where} (record {record.id[:8]}, {claim_kind(record)})"
+            args = {"uri": uri, "id": record.id}
+            out.append(
+                types.CodeAction(
+                    title=title,
+                    kind=TAG_KIND,
+                    command=types.Command(title=title, command="machine.untag", arguments=[args]),
+                )
+            )
+        return out
 
     def _selection_actions(self, uri: str, rng: types.Range) -> list[types.CodeAction]:
         selection = {

@@ -24,6 +24,7 @@ from pygls.uris import to_fs_path
 
 from machine_lsp import __version__
 from machine_lsp.core import selection
+from machine_lsp.core.conflicts import claim_kind, standing
 from machine_lsp.core.lines import split_lines_keep_ends
 from machine_lsp.lsp import compat
 from machine_lsp.lsp.features import (
@@ -187,6 +188,15 @@ class CommandsFeature(LanguageFeature):
             counts = store.counts()
             message = f"Tagged {verdict}: {where} · store {counts.good} good / {counts.bad} bad"
             kind = types.MessageType.Info
+            if result.overrides:
+                outvoted = ", ".join(f"{r.id} ({claim_kind(r)})" for r in result.overrides)
+                message += (
+                    f"; contradicts record {outvoted} on the same turn: this tag wins (the last tag trains)"
+                )
+                kind = types.MessageType.Warning
+            for other, keeper in result.copies:
+                message += f"; record {other.id} tags the same exchange from another copy: the export trains it once, "
+                message += f"from record {keeper.id} (with the system prompt)"
         self.server.window_show_message(types.ShowMessageParams(type=kind, message=message))
         return TagReply(
             id=record.id,
@@ -194,6 +204,7 @@ class CommandsFeature(LanguageFeature):
             duplicate_of=result.duplicate_of,
             message=message,
             store=str(store.tagged_path),
+            overrides=[r.id for r in result.overrides],
         )
 
     async def _line_turn(self, uri: str, args: dict[str, Any], trace: bool):
@@ -263,7 +274,7 @@ class CommandsFeature(LanguageFeature):
         store = Store.open(self.server.project_start(args.get("uri")))
         verdict = args.get("verdict")
         rows = []
-        for record in store.records():
+        for record in standing(store.records()):  # what the store says now: edited-away records are history
             if verdict and record.verdict != verdict:
                 continue
             answer = next((text_of(m) for m in reversed(record.messages) if m.role == "assistant"), "")
@@ -382,7 +393,7 @@ class CommandsFeature(LanguageFeature):
     async def _confirm(self, title: str, plan: JobPlan) -> bool:
         params = types.ShowMessageRequestParams(
             type=types.MessageType.Warning,
-            message=f"machine: run {title}? {plan.message}.",
+            message=f"machine: start the {title[0].lower() + title[1:]}? {plan.message}.",
             actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
         )
         try:
@@ -411,9 +422,9 @@ class CommandsFeature(LanguageFeature):
             )
         except (ConfigError, ScaffoldExists) as exc:
             raise CommandError(message=str(exc)) from None
-        return self._wrote(
-            written, f"next: machine.train.smoke, then machine.train.run ({config.train.engine})"
-        )
+        # The next steps by their names in the editor (VS Code's palette titles; the README's verbs table maps them
+        # to machine.train.smoke / machine.train.run for other clients).
+        return self._wrote(written, f"next: Smoke Run, then Train (engine: {config.train.engine})")
 
     async def eval_init(self, args: dict[str, Any]) -> WroteReply:
         """Write eval.py (and machine.toml if missing) into the project (`machine train eval init`)."""
@@ -428,7 +439,9 @@ class CommandsFeature(LanguageFeature):
         config = write_default_config(project)
         if config is not None:
             written.append(config)
-        return self._wrote(written, "next: machine.eval.baseline with {'data': 'EVAL.jsonl'}")
+        return self._wrote(
+            written, "next: Baseline Eval, on an eval set (EVAL.jsonl: chat rows with an expected answer)"
+        )
 
     def _wrote(self, written: list[Path], hint: str) -> WroteReply:
         message = "wrote " + ", ".join(p.name for p in written) + f" · {hint}"
@@ -511,7 +524,7 @@ def tag_preview(store: Any, turn: Any, verdict: str, **options: Any) -> TagPrevi
     from machine_lsp.core.turn_marks import last_prompt
 
     record = tagging.build_record(turn, verdict, **options)  # type: ignore[arg-type]
-    duplicate = store.find_same(record.messages, record.verdict)
+    duplicate = tagging.duplicate_of(store.records(), record)
     return TagPreview(
         preview=True,
         verdict=record.verdict,

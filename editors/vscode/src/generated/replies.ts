@@ -15,6 +15,7 @@ export interface MachineCommandReplies {
   "machine.eval.probe": JobSummary | JobDeclined | JobPlan;
   "machine.jobs.cancel": CancelReply;
   "machine.jobs.list": JobsListReply;
+  "machine.retag": TagEditReply;
   "machine.serve.start": ServeReply;
   "machine.serve.status": ServeReply;
   "machine.serve.stop": ServeReply;
@@ -29,6 +30,7 @@ export interface MachineCommandReplies {
   "machine.train.run": JobSummary | JobDeclined | JobPlan;
   "machine.train.sft": WroteReply;
   "machine.train.smoke": JobSummary | JobDeclined | JobPlan;
+  "machine.untag": TagEditReply;
   "machine.use": UseReply;
   "machine.validate": JobSummary;
 }
@@ -179,6 +181,19 @@ export interface RunEntry {
   created_at?: string;
 }
 /**
+ * `machine.untag` / `machine.retag`: the record appended, which supersedes `supersedes` (history is kept).
+ */
+export interface TagEditReply {
+  id: string;
+  supersedes: string;
+  untag: boolean;
+  verdict: "bad" | "good";
+  note: string;
+  overrides: string[];
+  message: string;
+  store: string;
+}
+/**
  * `machine.serve.start|stop|status`: the checkpoint server the language server runs (one per server).
  * `url` is the server's root (Anthropic base); `openai_base` is `url` + `/v1`; agents use the model `model`.
  */
@@ -277,6 +292,7 @@ export interface TagReply {
   duplicate_of: string | null;
   message: string;
   store: string;
+  overrides: string[];
 }
 /**
  * `machine.tag` with `preview: true`: the record it would store (nothing is stored).
@@ -305,6 +321,8 @@ export interface TagRecord {
   extra?: {
     [k: string]: unknown;
   };
+  supersedes?: string | null;
+  untag?: boolean;
 }
 /**
  * One chat message. `content` may be missing or null in the source (OpenAI's rows for an assistant message

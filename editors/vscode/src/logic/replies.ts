@@ -66,3 +66,11 @@ export function serverShownError(err: unknown): string | undefined {
   if (typeof data !== "object" || data === null || (data as { shown?: unknown }).shown !== true) return undefined;
   return typeof message === "string" ? message : "";
 }
+
+/**
+ * A server message as the extension shows it: one "Machine: " label. The server labels what it says for every
+ * client ("machine: …", which Neovim and Emacs show as is); that label is replaced, never doubled.
+ */
+export function labelServerMessage(message: string): string {
+  return `Machine: ${message.replace(/^machine:\s*/i, "")}`;
+}

@@ -451,7 +451,7 @@ async function main() {
 
   // 7b. Baseline Eval: the server asks first (a long run); answering Run starts the job; the panel lists the eval.
   await palette("Machine: Baseline Eval");
-  const ask = toast(/run Baseline evaluation/);
+  const ask = toast(/start the baseline evaluation\?/);
   await ask.waitFor({ timeout: 30_000 });
   check("Baseline Eval asks before running", /eval\.jsonl/.test(await ask.innerText()), (await ask.innerText()).replace(/\s+/g, " ").slice(0, 140));
   await shot("08b-confirm");

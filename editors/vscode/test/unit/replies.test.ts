@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { DataReply, JobSummary, JobsListReply, TaggedReply, WroteReply } from "../../src/generated/replies";
-import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownError, taggedItems } from "../../src/logic/replies";
+import { cancellableJobs, dataPathText, isJob, labelServerMessage, scaffoldFileToOpen, serverShownError, taggedItems } from "../../src/logic/replies";
 
 test("Scaffold SFT Script opens the script the server wrote (the `written` list)", () => {
   const reply: WroteReply = { written: ["/ws/machine.toml", "/ws/train_sft.py"], message: "wrote machine.toml, train_sft.py · next: …" };
@@ -56,4 +56,14 @@ test("an error reply the server has shown already is recognised (shown once, nev
   assert.equal(serverShownError({ code: -32603, message: "boom", data: { traceback: ["…"] } }), undefined);
   assert.equal(serverShownError(new Error("the machine-lsp server is not running")), undefined);
   assert.equal(serverShownError(undefined), undefined);
+});
+
+test("a server message gets one Machine: label (the server's own machine: label is not doubled)", () => {
+  assert.equal(
+    labelServerMessage("machine: Baseline evaluation not started: no eval data"),
+    "Machine: Baseline evaluation not started: no eval data",
+  );
+  assert.equal(labelServerMessage("Tagged good: chat.jsonl:1 · store 1 good / 0 bad"), "Machine: Tagged good: chat.jsonl:1 · store 1 good / 0 bad");
+  assert.equal(labelServerMessage("Machine: already labelled"), "Machine: already labelled");
+  assert.equal(labelServerMessage("machinery stopped"), "Machine: machinery stopped");
 });

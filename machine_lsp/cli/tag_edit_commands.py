@@ -1,0 +1,100 @@
+"""`machine untag ID` and `machine retag ID --note … | --as … | --verdict good|bad`: edit a tag by appending a
+record that supersedes it (core/tag_edits.py); and the warning any tag prints when it outvotes another."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.markup import escape
+
+from machine_lsp.cli.consoles import console_err, console_out
+from machine_lsp.cli.tag_commands import EXIT_OK, guard
+from machine_lsp.core.conflicts import claim_kind, resolve, turn_key
+from machine_lsp.core.schema import TagRecord
+from machine_lsp.core.store import Store
+from machine_lsp.core.tag_edits import retag, untag
+from machine_lsp.core.terminal_text import for_terminal
+
+
+def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
+    untag_parser = sub.add_parser("untag", help="take a tag back (the store keeps the history)")
+    untag_parser.add_argument(
+        "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
+    )
+    untag_parser.add_argument("note", nargs="?", default="", metavar="NOTE", help="why (optional)")
+    untag_parser.set_defaults(func=_untag_command)
+
+    retag_parser = sub.add_parser(
+        "retag", help="change a tag's note, rewrite or verdict (the history is kept)"
+    )
+    retag_parser.add_argument(
+        "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
+    )
+    retag_parser.add_argument("--note", help="the new note (empty: none)")
+    retag_parser.add_argument(
+        "--as", dest="rewrite", metavar="TEXT", help="a new rewrite of the model's answer"
+    )
+    retag_parser.add_argument("--verdict", choices=["good", "bad"], help="the other verdict")
+    retag_parser.set_defaults(func=_retag_command)
+
+
+def _untag_command(args: argparse.Namespace) -> int:
+    def body() -> int:
+        store = Store.open()
+        record = untag(store, args.record, note=args.note).record
+        console_out().print(
+            f"Untagged record {record.supersedes} -> record {record.id} in {escape(str(store.tagged_path))} "
+            "(the history is kept: machine tagged --history)"
+        )
+        _say_what_stands(store, record, console_err())
+        return EXIT_OK
+
+    return guard(body)
+
+
+def _retag_command(args: argparse.Namespace) -> int:
+    def body() -> int:
+        store = Store.open()
+        result = retag(store, args.record, note=args.note, rewrite=args.rewrite, verdict=args.verdict)
+        record = result.record
+        console_out().print(
+            f"Retagged record {record.supersedes} as {claim_kind(record)} -> record {record.id} "
+            f"in {escape(str(store.tagged_path))}"
+        )
+        warn_overrides(result.overrides, record, console_err())
+        return EXIT_OK
+
+    return guard(body)
+
+
+def warn_overrides(overrides: list[TagRecord], record: TagRecord, err: Console) -> None:
+    """Say that `record` contradicts earlier tags of its turn, and which one trains."""
+    for earlier in overrides:
+        err.print(
+            f"[yellow]warning:[/yellow] this contradicts record {earlier.id} ({claim_kind(earlier)}, "
+            f"{escape(earlier.created_at)}) on the same turn; record {record.id} ({claim_kind(record)}) wins "
+            f"(the last tag of a turn trains; `machine untag {record.id}` takes it back)"
+        )
+
+
+def note_copies(copies: list[tuple[TagRecord, TagRecord]], record: TagRecord, err: Console) -> None:
+    """Say that `record`'s exchange is tagged in another copy too, and which record trains it."""
+    for other, keeper in copies:
+        dropped = record if keeper.id != record.id else other
+        err.print(
+            f"[yellow]note:[/yellow] record {other.id} tags the same exchange from another copy "
+            f"({escape(for_terminal(other.source.harness or other.source.uri))}); the export trains it once, "
+            f"from record {keeper.id} (it holds the system prompt the model saw), not record {dropped.id}"
+        )
+
+
+def _say_what_stands(store: Store, untagged: TagRecord, err: Console) -> None:
+    """After an untag: another tag of the same turn may train now (the one the untagged record outvoted)."""
+    key = turn_key(untagged)
+    for record in resolve(store.records()).kept:
+        if turn_key(record) == key:
+            err.print(
+                f"[dim]note: record {record.id} ({claim_kind(record)}, {escape(for_terminal(record.created_at))}) "
+                "tags the same turn and now stands[/dim]"
+            )
