@@ -59,6 +59,9 @@ class _Renderer:
 
     def start(self) -> None:
         self.status.start()
+        # Draw the first frame now, not at the refresh thread's first tick: on a loaded machine the child's first
+        # event can come before that tick, and the spinner would never have said what is starting.
+        self.status.update(spinner="dots")  # (only a new spinner makes rich redraw at once)
 
     def finish(self) -> None:
         self.status.stop()

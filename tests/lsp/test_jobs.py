@@ -175,7 +175,7 @@ async def test_long_runs_ask_first(vscode):
     client.answers.append("Cancel")
     declined = await command(client, "machine.train.run", {"data": "train.jsonl"})
     assert declined["status"] == "declined"
-    assert "Training run" in client.questions[0].message
+    assert "start the training run?" in client.questions[0].message
     # what will run and about how many tokens: 2 rows of two 1-character messages, one step
     assert "train-run on local: 2 rows from train.jsonl, 1 step, ~16 tokens" in client.questions[0].message
     assert [a.title for a in client.questions[0].actions] == ["Run", "Cancel"]
