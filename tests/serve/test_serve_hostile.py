@@ -1,0 +1,210 @@
+"""Hostile input against one real `machine serve base` (SmolLM2): sampling values that cannot be decoded, what a web
+page can forge, huge bodies, a client that goes away, the request log line."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from serve_helpers import ServeProcess
+
+pytestmark = pytest.mark.slow
+
+JSON_HEADERS = {"Content-Type": "application/json"}
+BODY_CAP_MB = 2
+
+
+@pytest.fixture(scope="module")
+def hostile_project(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) -> Path:
+    root = tmp_path_factory.mktemp("serve-hostile")
+    (root / ".machine").mkdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(hostile_project: Path) -> Iterator[ServeProcess]:
+    process = ServeProcess(hostile_project, "base", "--max-tokens", "64", "--max-body-mb", str(BODY_CAP_MB))
+    yield process
+    process.stop()
+
+
+def chat(content: str = "Say hi.", **extra: object) -> dict:
+    return {"model": "m", "messages": [{"role": "user", "content": content}], "max_tokens": 4, **extra}
+
+
+def post(server: ServeProcess, path: str, body: object, timeout: float = 300) -> httpx.Response:
+    return httpx.post(server.root + path, content=json.dumps(body), headers=JSON_HEADERS, timeout=timeout)
+
+
+def health(server: ServeProcess) -> dict:
+    return httpx.get(server.root + "/health", timeout=60).json()
+
+
+# -- 1. sampling values: checked per request, sampled per row ---------------------------------------------------
+
+
+def _together(server: ServeProcess, bodies: list[tuple[str, dict]]) -> list[httpx.Response]:
+    """Send every body at the same moment (one wave)."""
+    barrier = threading.Barrier(len(bodies))
+
+    def send(item: tuple[str, dict]) -> httpx.Response:
+        barrier.wait(timeout=60)
+        return post(server, *item)
+
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        return list(pool.map(send, bodies))
+
+
+@pytest.mark.parametrize("bad", [{"temperature": 1e-40}, {"temperature": 1e-40, "top_p": 1e-30}])
+def test_a_degenerate_sampling_row_does_not_break_its_wave(server: ServeProcess, bad: dict) -> None:
+    good = [
+        ("/v1/chat/completions", chat(f"Name a colour {i}.", temperature=0.8, top_p=0.9)) for i in range(3)
+    ]
+    responses = _together(server, [("/v1/chat/completions", chat("Say hi.", **bad)), *good])
+    assert [r.status_code for r in responses] == [200] * 4, [r.text[:300] for r in responses]
+    assert all(r.json()["choices"][0]["message"]["content"] is not None for r in responses)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/chat/completions", chat(top_p=0), "top_p"),
+        ("/v1/chat/completions", chat(temperature="NaN"), "temperature"),
+        ("/v1/chat/completions", chat(temperature="Infinity"), "temperature"),
+        ("/v1/chat/completions", chat(temperature=2.5), "temperature"),
+        ("/v1/chat/completions", chat(temperature=-0.1), "temperature"),
+        ("/v1/chat/completions", chat(max_tokens=0), "max_tokens"),
+        ("/v1/chat/completions", chat(max_tokens="5"), "max_tokens"),
+        ("/v1/responses", {"model": "m", "input": "hi", "top_p": 1.5}, "top_p"),
+        ("/v1/messages", chat(temperature=1.5), "temperature"),
+        ("/v1/messages", chat(top_k=-1), "top_k"),
+    ],
+)
+def test_an_undecodable_sampling_value_fails_alone_with_a_400_in_its_api_shape(
+    server: ServeProcess, path: str, body: dict, param: str
+) -> None:
+    good = [("/v1/chat/completions", chat(f"Count to {i}.")) for i in range(3)]
+    bad, *rest = _together(server, [(path, body), *good])
+    assert bad.status_code == 400, bad.text[:300]
+    error = bad.json()["error"]
+    assert param in error["message"]
+    if path == "/v1/messages":
+        assert bad.json()["type"] == "error" and error["type"] == "invalid_request_error"
+    else:
+        assert error["param"] == param
+    assert [r.status_code for r in rest] == [200] * 3
+
+
+# -- 2. what a browser can forge --------------------------------------------------------------------------------
+
+
+def test_what_a_web_page_can_send_is_refused_and_not_served(server: ServeProcess) -> None:
+    before = len(server.served_rows())
+    body = json.dumps(chat())
+    url = server.root + "/v1/chat/completions"
+    simple_post = httpx.post(url, content=body, headers={"Content-Type": "text/plain"}, timeout=60)
+    assert simple_post.status_code == 415 and "application/json" in simple_post.json()["error"]["message"]
+    untyped = httpx.post(url, content=body, timeout=60)  # fetch() with a Blob body sends no Content-Type
+    assert untyped.status_code == 415
+    rebinding = httpx.post(url, content=body, headers={**JSON_HEADERS, "Host": "evil.example"}, timeout=60)
+    assert rebinding.status_code == 403 and "evil.example" in rebinding.json()["error"]["message"]
+    rebinding_port = httpx.post(
+        url, content=body, headers={**JSON_HEADERS, "Host": f"evil.example:{server.port}"}, timeout=60
+    )
+    assert rebinding_port.status_code == 403
+    cross_site = httpx.post(
+        url, content=body, headers={**JSON_HEADERS, "Origin": "https://evil.example"}, timeout=60
+    )
+    assert cross_site.status_code == 403
+    messages = httpx.post(
+        server.root + "/v1/messages", content=body, headers={"Content-Type": "text/plain"}, timeout=60
+    )
+    assert messages.status_code == 415 and messages.json()["type"] == "error"
+    assert len(server.served_rows()) == before
+    for host in ("127.0.0.1", f"127.0.0.1:{server.port}", f"localhost:{server.port}"):
+        allowed = httpx.post(url, content=body, headers={**JSON_HEADERS, "Host": host}, timeout=300)
+        assert allowed.status_code == 200, (host, allowed.text[:300])
+
+
+# -- 3. big bodies: capped, and handled off the event loop -------------------------------------------------------
+
+
+def test_a_body_over_the_cap_is_a_413_in_the_api_shape(server: ServeProcess) -> None:
+    huge = chat("apple " * (BODY_CAP_MB * 1024 * 1024 // 6 + 1000))
+    for path in ("/v1/chat/completions", "/v1/messages"):
+        response = post(server, path, huge)
+        assert response.status_code == 413, response.text[:300]
+        assert "--max-body-mb" in response.json()["error"]["message"]
+    assert server.alive()
+
+
+def test_a_big_body_being_rendered_does_not_stall_other_clients(server: ServeProcess) -> None:
+    big = json.dumps(chat("apple pie " * (BODY_CAP_MB * 1024 * 1024 // 10 - 1000))).encode()
+    done: list[str] = []
+    big_status: dict[str, int] = {}
+
+    def send_big() -> None:
+        response = httpx.post(
+            server.root + "/v1/chat/completions", content=big, headers=JSON_HEADERS, timeout=600
+        )
+        big_status["status"] = response.status_code
+        done.append("big")
+
+    sender = threading.Thread(target=send_big)
+    sender.start()
+    time.sleep(0.5)  # the body is sent and being decoded, validated and rendered (seconds of work)
+    assert health(server)["status"] == "ok"
+    done.append("health")
+    sender.join(timeout=600)
+    assert big_status.get("status") == 400  # ~400k tokens: over the context length
+    assert done == ["health", "big"]
+
+
+# -- 5. a client that goes away ---------------------------------------------------------------------------------
+
+
+def test_a_whole_request_whose_client_leaves_stops_decoding_and_is_not_logged(server: ServeProcess) -> None:
+    before_rows = len(server.served_rows())
+    before = health(server)
+    body = json.dumps(chat("Write a long story about a dragon and a knight.", max_tokens=64)).encode()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=300)
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    deadline = time.monotonic() + 300
+    while health(server)["decoding"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sock.close()  # gone before the reply
+    while health(server)["decoding"] > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    after = health(server)
+    assert after["decoding"] == 0
+    assert after["finished"].get("cancelled", 0) == before["finished"].get("cancelled", 0) + 1, after
+    time.sleep(1)  # a log append would have happened by now
+    assert len(server.served_rows()) == before_rows
+
+
+# -- 6. one line per request -------------------------------------------------------------------------------------
+
+
+def test_each_request_is_one_log_line_with_its_tokens_and_checkpoint(server: ServeProcess) -> None:
+    response = post(server, "/v1/chat/completions", chat("Say ok."))
+    assert response.status_code == 200
+    usage = response.json()["usage"]
+    expected = (
+        f"POST /v1/chat/completions 200 · {usage['prompt_tokens']} + {usage['completion_tokens']} tokens"
+    )
+    deadline = time.monotonic() + 60
+    while not any(expected in line for line in server.stderr) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = [line for line in server.stderr if expected in line]
+    assert lines and lines[-1].rstrip().endswith("· base"), list(server.stderr)[-10:]
