@@ -185,9 +185,10 @@ class BatchGenerator:
     def start(self) -> None:
         self._thread.start()
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
         """Stop: queued generations and the wave being decoded end at once ("error": the server is shutting
-        down), so their clients are answered instead of waiting for the whole reply."""
+        down), so their clients are answered instead of waiting for the whole reply. Waits up to `timeout` for
+        the worker's current step (a daemon thread: a step still running then does not hold the exit)."""
         with self._wake:
             self._closed = True
             queued = list(self._pending)
@@ -195,7 +196,7 @@ class BatchGenerator:
             self._wake.notify_all()
         for generation in queued:
             generation._finish("error", SHUTTING_DOWN)
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=timeout)
 
     def submit(self, generation: Generation) -> Generation:
         """Queue a generation; its tokens arrive on its own queue (call from the event loop's thread)."""

@@ -446,7 +446,7 @@ async def run(
     finally:
         server.closing = True
         # End every generation first (streams get their error event, whole requests a 503), then the handlers.
-        await asyncio.get_running_loop().run_in_executor(None, generator.close)
+        await asyncio.get_running_loop().run_in_executor(None, generator.close, SHUTDOWN_GRACE_S)
         await runner.cleanup()
         server._prepare_pool.shutdown(wait=False, cancel_futures=True)
 

@@ -1,9 +1,11 @@
 """Hostile input against one real `machine serve base` (SmolLM2): sampling values that cannot be decoded, what a web
-page can forge, huge bodies, a client that goes away, the request log line."""
+page can forge, huge bodies, a client that goes away, the request log line; and SIGTERM with streams open (its own server,
+since it is stopped)."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import threading
 import time
@@ -208,3 +210,39 @@ def test_each_request_is_one_log_line_with_its_tokens_and_checkpoint(server: Ser
         time.sleep(0.1)
     lines = [line for line in server.stderr if expected in line]
     assert lines and lines[-1].rstrip().endswith("· base"), list(server.stderr)[-10:]
+
+
+# -- 4. SIGTERM with streams open -------------------------------------------------------------------------------
+
+
+def _long_stream(process: ServeProcess, i: int, ended: list[str]) -> None:
+    """Open a long stream and note how it ended: the server's shutdown error event, or the connection closed."""
+    body = chat(f"Write a very long story number {i} about the sea.", max_tokens=4000, stream=True)
+    try:
+        with httpx.stream("POST", process.url + "/chat/completions", json=body, timeout=300) as response:
+            rest = list(response.iter_lines())
+        ended.append("error event" if any("shutting down" in line for line in rest) else "closed")
+    except httpx.HTTPError:
+        ended.append("closed")
+
+
+def test_sigterm_with_streams_open_exits_within_seconds(hostile_project: Path) -> None:
+    process = ServeProcess(hostile_project, "base", "--max-tokens", "4000", "--no-log")
+    ended: list[str] = []
+    threads = [threading.Thread(target=_long_stream, args=(process, i, ended)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 300
+        while health(process)["decoding"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert health(process)["decoding"] == 3 and not ended  # three streams in flight
+        time.sleep(1)
+        process.proc.send_signal(signal.SIGTERM)
+        process.proc.wait(timeout=15)  # the feature: 5 s and a margin, not aiohttp's 60 s + the whole replies
+        for thread in threads:
+            thread.join(timeout=60)
+    finally:
+        process.stop()
+    assert process.proc.returncode == 0
+    assert len(ended) == 3 and not any(thread.is_alive() for thread in threads), ended
