@@ -8,11 +8,13 @@ for the form. Small on purpose (the machine is shared): one run per row count.
 
     python bench/run_floor.py            # prints the table
     python bench/run_floor.py --write    # and writes it into docs/BENCHMARKS.md (between its markers)
+    python bench/run_floor.py --table-from results.json --write   # re-render saved measurements (no model)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import tempfile
@@ -49,7 +51,7 @@ def sweep(engine: object) -> list[dict[str, object]]:
             MODEL, lora_settings(cfg), Path(tempfile.mkdtemp(prefix="bench-floor-")) / "runs" / "floor"
         )
         datums = render.to_datums(train_rows[:n_rows], trainer.renderer)
-        auto = datum_size(datums, TrainSection())
+        auto = datum_size(datums, TrainSection(epochs=1))
         plan = schedule(len(datums), cfg, datum_size(datums, cfg))
         sampler = trainer.sampler()
         started = time.perf_counter()
@@ -67,7 +69,7 @@ def sweep(engine: object) -> list[dict[str, object]]:
                 "exact": sum(o.strip() == e for o, e in zip(outs, expected, strict=True)),
                 "bleed": sum(o.strip().startswith("answer:") for o in bleed),
                 "seconds": time.perf_counter() - started,
-                "auto_steps": auto.steps,
+                "trained_tokens_per_epoch": auto.trained_tokens // max(auto.epochs, 1),
             }
             print(row, flush=True)
             results.append(row)
@@ -84,6 +86,10 @@ def table(results: list[dict[str, object]]) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        auto = run_plan.size_run(
+            int(r["rows"]), 8, trained_tokens_per_epoch=int(r["trained_tokens_per_epoch"])
+        )  # type: ignore[call-overload]
+        r["auto_steps"] = auto.steps
         lines.append(
             f"| {r['rows']} | {r['steps']} | {r['format']}/{HELD_OUT} | {r['exact']}/{HELD_OUT} | {r['bleed']}/12 "
             f"| {r['seconds']:.0f} | {r['auto_steps']} |"
@@ -94,10 +100,18 @@ def table(results: list[dict[str, object]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write the table into docs/BENCHMARKS.md")
+    parser.add_argument("--table-from", metavar="JSON", help="render saved measurements instead of training")
+    parser.add_argument("--save", metavar="JSON", help="save the measurements")
     args = parser.parse_args()
-    from machine_lsp.engines.base import get_engine
+    if args.table_from:
+        results = json.loads(Path(args.table_from).read_text())
+    else:
+        from machine_lsp.engines.base import get_engine
 
-    text = table(sweep(get_engine("local", threads=1)))
+        results = sweep(get_engine("local", threads=1))
+    if args.save:
+        Path(args.save).write_text(json.dumps(results, indent=1))
+    text = table(results)
     print(text)
     if args.write:
         write_generated("run_floor", text, heading="## How long a run must be (bench/run_floor.py)")

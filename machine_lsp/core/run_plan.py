@@ -17,8 +17,10 @@ import msgspec
 
 from machine_lsp.core.schema import Message, text_of
 
-MIN_STEPS = 8  # measured: 10 or 20 rows x 2 steps leave the format rate at the base model's; 8 move it
-MIN_TRAINED_TOKENS = 400  # trained tokens; 8 batches of short answers ("answer: 42") are ~450
+# Measured (bench/run_floor.py, docs/BENCHMARKS.md): 10 or 20 rows x 2 steps leave the held-out format at 0/8,
+# 6 steps reach 8/8; 12 steps on 10 rows bleed the format into 12/12 off-distribution probes.
+MIN_STEPS = 6
+MIN_TRAINED_TOKENS = 200  # ~ 6 steps over 10 short answers ("answer: 42"): a set of tiny answers repeats more
 MAX_EPOCHS = 32  # a handful of rows is repeated at most this often
 LOCAL_TOKENS_PER_SECOND = 60.0  # local engine, 1 thread, LoRA r16 (FACTS: ~197 tokens in 3.1-3.4 s per step)
 LOCAL_LOAD_SECONDS = 10.0  # loading the converted SmolLM2 and building the trainer

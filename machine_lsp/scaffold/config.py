@@ -220,7 +220,7 @@ _COMMENTS = {
     "eval.grader": "exact | contains | regex; unset = each row's own `match`",
     "eval.max_tokens": "tokens sampled per answer",
     "tinker.base_url": "self-hosted Tinker-API server (machine tinker serve); TINKER_BASE_URL overrides it",
-    "epochs": "passes over the rows; unset = sized from the rows (at least 8 steps and 400 trained tokens)",
+    "epochs": "passes over the rows; unset = sized from the rows (at least 6 steps and 200 trained tokens)",
     "steps": "cap on optimizer steps; unset = epochs x batches",
     "learning_rate": "unset = engine default (local 5e-4, tinker 2e-4)",
     "save_every": "checkpoint every N steps (0 = final only)",

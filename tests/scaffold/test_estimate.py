@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from machine_lsp.core.run_plan import MIN_TRAINED_TOKENS
 from machine_lsp.scaffold.estimate import estimate_job
 
 
@@ -40,7 +41,11 @@ def test_training_estimate_counts_rows_steps_and_tokens(project: Path) -> None:
     auto = estimate_job("train-run", project, {"data": "train.jsonl"})
     # epochs unset: the rows size the run (core.run_plan): 18 trained tokens an epoch -> the token floor rules
     assert auto is not None and auto.size is not None and auto.size.auto
-    assert auto.steps == auto.size.epochs and auto.size.trained_tokens >= 400 and auto.warning is None
+    assert (
+        auto.steps == auto.size.epochs
+        and auto.size.trained_tokens >= MIN_TRAINED_TOKENS
+        and auto.warning is None
+    )
     run = estimate_job("train-run", project, {"data": "train.jsonl", "epochs": 3})
     assert run is not None and (run.steps, run.tokens) == (3, 180)
     smoke = estimate_job("train-smoke", project, {"data": "train.jsonl", "batch_size": 2})
