@@ -23,7 +23,9 @@ from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import MachineConfig
 
 MAX_ANSWER_TOKENS = 128  # a held-out answer is sampled up to its own length (estimated), within this bound
-TOOL_PROBE_TOKENS = 48
+# A probe only asks how an answer starts (a `<tool_call>` block, the trained format's prefix): a few tokens tell.
+TOOL_PROBE_TOKENS = 16
+BLEED_PROBE_TOKENS = 16
 
 
 class HeldOut(msgspec.Struct, kw_only=True):
@@ -68,7 +70,12 @@ def hold_out(
         + f"; training on {len(train)}"
     )
     tools = [row.extra.get("tools") for _where, row in held]
-    return train, snapshot, HeldOut(cases=cases, tools=tools, source="held-out tagged rows", split=info)
+    source = (
+        "held-out tagged rows"
+        if snapshot.source == "store"
+        else f"rows held out of {Path(snapshot.source).name}"
+    )
+    return train, snapshot, HeldOut(cases=cases, tools=tools, source=source, split=info)
 
 
 def _given_eval_set(ctx: JobContext, data: str, labelled: Labelled) -> HeldOut:
@@ -249,7 +256,8 @@ def _answers(sampler: Any, prompts: list[tuple[list[Any], Any]], max_tokens: int
 def _bleed(ctx: JobContext, config: MachineConfig, sampler: Any, label: str) -> float:
     questions = evals.probe_prompts()
     ctx.progress(0, None, f"gate: bleed probe of the {label}", force=True)
-    outputs = _answers(sampler, [(evals.probe_messages(q), None) for q in questions], config.eval.max_tokens)
+    tokens = min(config.eval.max_tokens, BLEED_PROBE_TOKENS)
+    outputs = _answers(sampler, [(evals.probe_messages(q), None) for q in questions], tokens)
     pattern = config.eval.bleed_pattern or evals.default_bleed_pattern(config.eval.format_pattern)
     return evals.score_probe(questions, outputs, bleed_pattern=pattern).bleed_rate
 
