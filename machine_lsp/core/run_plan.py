@@ -125,12 +125,12 @@ def estimated_seconds(size: RunSize, engine: str) -> float | None:
 
 
 def describe_size(size: RunSize, engine: str) -> str:
-    """`20 rows x 4 epochs = 12 steps of batch 8, ~1,800 tokens (~420 trained), about 40 s` (+ the warning)."""
+    """`20 rows x 4 epochs = 12 steps of batch 8 (...), ~420 trained of ~1,800 tokens, about 40 s` (+ warning)."""
     how = "sized from the rows" if size.auto else "as configured"
     text = (
         f"{size.rows} rows x {size.epochs} epoch{'s' * (size.epochs != 1)} = {size.steps} "
         f"step{'s' * (size.steps != 1)} of batch {min(size.batch_size, size.rows)} ({how}), "
-        f"~{size.tokens:,} tokens (~{size.trained_tokens:,} trained)"
+        f"~{size.trained_tokens:,} trained of ~{size.tokens:,} tokens"
     )
     seconds = estimated_seconds(size, engine)
     if seconds is not None:

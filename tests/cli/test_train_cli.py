@@ -179,7 +179,7 @@ def test_local_dry_run_builds_config_and_first_batch(proj: Path) -> None:
     assert main(["train", "sft", "train.jsonl", "--batch-size", "4", "--epochs", "2"]) == 0
     out = _script(proj, "train_sft.py", "--dry-run")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "6 rows, 4 steps of batch 4" in out.stdout
+    assert "6 rows x 2 epochs = 4 steps of batch 4 (as configured)" in out.stdout
     assert "first batch: 4 rows," in out.stdout and "trained tokens" in out.stdout
     assert not list((proj / ".machine").glob("runs/*")), "a dry run creates no run"
 

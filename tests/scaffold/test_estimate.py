@@ -35,7 +35,7 @@ def test_training_estimate_counts_rows_steps_and_tokens(project: Path) -> None:
     # batch 8, 1 epoch: one step over 3 rows (the broken line is the job's to report), under the floor
     assert (run.rows, run.steps, run.tokens, run.engine) == (3, 1, 60, "tinker")
     assert run.describe().startswith(
-        "train-run on tinker: train.jsonl: 3 rows x 1 epoch = 1 step of batch 3 (as configured), ~60 tokens (~18 trained)"
+        "train-run on tinker: train.jsonl: 3 rows x 1 epoch = 1 step of batch 3 (as configured), ~18 trained of ~60 tokens"
     )
     assert run.warning and "too short to move the model" in run.warning and run.warning in run.describe()
     auto = estimate_job("train-run", project, {"data": "train.jsonl"})
