@@ -225,6 +225,10 @@ def test_tinker_verbs_need_yes_without_a_terminal(proj: Path) -> None:
         # what will run and about how many tokens, then the way to go ahead
         assert "runs on Tinker and costs money (" in out.stderr and "tokens): pass --yes" in out.stderr
         assert "on tinker:" in out.stderr
+        if argv == ["train", "run"]:  # the plan comes first, sized by the rows (core.run_plan)
+            assert out.stdout.startswith(
+                "plan: train-run on tinker: train.jsonl: 6 rows x 6 epochs = 6 steps"
+            )
     assert not (proj / ".machine" / "runs").exists()
     out = _cli(proj, "train", "smoke", "--yes", "--engine", "tinker", timeout=60)
     assert out.returncode == 1 and "no Tinker API key" in out.stderr

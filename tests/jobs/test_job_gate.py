@@ -9,8 +9,6 @@ import pytest
 
 from machine_lsp.core import promotions, runs
 
-pytestmark = pytest.mark.slow
-
 
 def _chat(user: str, answer: str) -> dict:
     return {"messages": [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]}
@@ -25,6 +23,7 @@ def _manifest(project: Path) -> runs.RunManifest:
     return runs.read_manifest(run_dir)
 
 
+@pytest.mark.slow
 def test_train_run_ends_with_the_gate_and_promotes(project: Path, run_job) -> None:
     _write(
         project / "train.jsonl",
@@ -47,6 +46,7 @@ def test_train_run_ends_with_the_gate_and_promotes(project: Path, run_job) -> No
     assert promotions.read_log(project / ".machine").current() == manifest.last_checkpoint
 
 
+@pytest.mark.slow
 def test_the_gate_refuses_a_checkpoint_that_got_worse(project: Path, run_job) -> None:
     # Held-out questions the base model answers (graded by `contains`); a huge learning rate on nonsense wrecks it.
     facts = [
@@ -76,6 +76,23 @@ def test_the_gate_refuses_a_checkpoint_that_got_worse(project: Path, run_job) ->
     assert metrics["reference_correct"] >= 6, metrics  # the base model knows these
     assert "significantly worse" in gate["reason"] and metrics["mcnemar_p"] < 0.05
     assert promotions.read_log(project / ".machine").current() is None  # nothing was promoted
+
+
+def test_an_eval_set_sharing_a_training_row_is_refused_before_training(project: Path, run_job) -> None:
+    rows = [_chat(f"What is {a} plus 1?", f"answer: {a + 1}") for a in range(4)]
+    _write(project / "train.jsonl", rows)
+    _write(
+        project / "eval.jsonl", [{"messages": rows[2]["messages"][:1], "expected": "answer: 3", "id": "e1"}]
+    )
+    (project / "machine.toml").write_text("[eval]\ndata = 'eval.jsonl'\n")
+    rc, events, _ = _run_job(run_job, project, {"data": "train.jsonl"})
+    message = events[-1]["message"]
+    assert rc == 1 and "\n" not in message
+    assert message == (
+        "eval.jsonl: eval row 'e1' is also a training row (train.jsonl:3); a held-out set must not share rows "
+        "with training"
+    )
+    assert not any(e.get("event") == "step" for e in events)  # refused before anything trained
 
 
 def _run_job(run_job, project: Path, args: dict) -> tuple[int, list[dict], str]:
