@@ -79,6 +79,15 @@ def holdout_split(session_keys: Sequence[str], *, min_rows: int, fraction: float
     )
 
 
+def too_few_held_out(n: int, min_rows: int, where: str) -> str | None:
+    """Why a given held-out set is too small for the gate (the same minimum as the split's), or None."""
+    if n >= min_rows:
+        return None
+    return (
+        f"{n} held-out rows in {where} are too few for the gate (it needs {min_rows}, [gate] min_eval_rows)"
+    )
+
+
 class GateBounds(msgspec.Struct, kw_only=True):
     alpha: float = 0.05
     max_bleed: float = 0.1

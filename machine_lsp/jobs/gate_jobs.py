@@ -46,7 +46,11 @@ def hold_out(
     if not config.gate.enabled:
         return labelled, snapshot, HeldOut(skip="the gate is off ([gate] enabled = false)")
     if config.eval.data:
-        return labelled, snapshot, _given_eval_set(ctx, config.eval.data, labelled)
+        given = _given_eval_set(ctx, config.eval.data, labelled)
+        given.skip = gate.too_few_held_out(
+            len(given.cases), config.gate.min_eval_rows, Path(config.eval.data).name
+        )
+        return labelled, snapshot, given
     split = gate.holdout_split(
         _session_keys(ctx, labelled, snapshot),
         min_rows=config.gate.min_eval_rows,

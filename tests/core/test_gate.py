@@ -29,6 +29,10 @@ def test_too_few_rows_skip_the_gate_with_the_reason() -> None:
     reason = gate.holdout_split([f"s{i}" for i in range(10)], min_rows=6, fraction=0.25)
     assert isinstance(reason, str) and "10 rows are too few" in reason and "needs 12" in reason
     assert gate.skipped(reason).promoted is False
+    assert gate.too_few_held_out(3, 6, "eval.jsonl") == (
+        "3 held-out rows in eval.jsonl are too few for the gate (it needs 6, [gate] min_eval_rows)"
+    )
+    assert gate.too_few_held_out(6, 6, "eval.jsonl") is None
 
 
 def _metrics(**kw: object) -> gate.GateMetrics:

@@ -66,7 +66,7 @@ def test_the_gate_refuses_a_checkpoint_that_got_worse(project: Path, run_job) ->
     _write(project / "eval.jsonl", eval_rows)
     _write(project / "train.jsonl", [_chat(f"zq{i} xv", "vk vk vk vk vk vk vk vk") for i in range(8)])
     (project / "machine.toml").write_text(
-        "[train]\nlearning_rate = 0.05\nsteps = 4\nsave_every = 0\n[eval]\ndata = 'eval.jsonl'\n"
+        "[train]\nlearning_rate = 0.05\nsteps = 4\nsave_every = 0\n[eval]\ndata = 'eval.jsonl'\nmax_tokens = 8\n"
     )
     rc, _events, stderr = _run_job(run_job, project, {"data": "train.jsonl"})
     assert rc == 0, stderr
