@@ -153,7 +153,10 @@ def run_gate(
     if held.skip is not None or candidate is None:
         result = gate.skipped(held.skip or "the run saved no checkpoint")
     else:
-        result = _evaluate(ctx, config, engine, trainer, model, held, machine_dir)
+        try:
+            result = _evaluate(ctx, config, engine, trainer, model, held, machine_dir)
+        except JobError as exc:  # the checkpoint is trained and saved: a failed evaluation must not undo that
+            result = gate.skipped(f"the evaluation failed: {exc}")
     if result.promoted and candidate is not None:
         try:
             promotions.promote(machine_dir, candidate, by="gate", reason=result.reason, run_id=ctx.run_id)
