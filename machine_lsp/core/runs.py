@@ -76,6 +76,9 @@ class RunManifest(msgspec.Struct):
     last_checkpoint: str | None = None
     steps_done: int = 0
     resumed_from: str | None = None
+    # the loss and how its data was built: name, beta (dpo, kto), KTO's weights, counts (pairs from rewrites and
+    # from good/bad tags, ties skipped, desirable/undesirable examples); None for runs before objectives
+    objective: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
     error_kind: str | None = None

@@ -26,11 +26,11 @@ from typing import Any, Literal
 import msgspec
 
 from machine_lsp.core import runs
-from machine_lsp.core.schema import TrainingRow
+from machine_lsp.core.schema import Message
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
-from machine_lsp.jobs.data import training_data
 from machine_lsp.jobs.runner import JobContext, JobError
+from machine_lsp.jobs.step_data import StepData, load_rows, step_data
 from machine_lsp.scaffold.config import TRAIN_KEYS, TrainSection
 from machine_lsp.scaffold.support import lora_settings, lr_at, schedule
 
@@ -54,6 +54,8 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     seed: int | None = None
     threads: int | None = None
     resume: str | None = None
+    objective: Literal["sft", "dpo", "kto"] | None = None
+    beta: float | None = None
     sample_max_tokens: int = 24
 
 
@@ -71,27 +73,6 @@ class StepRecord(msgspec.Struct):
     tokens: int
     trained_tokens: int
     seconds: float
-
-
-def _datums(labelled: list[tuple[str, TrainingRow]], renderer: Any, cfg: TrainSection) -> list[Any]:
-    from machine_lsp.engines import render
-    from machine_lsp.engines.base import EngineError
-
-    out = []
-    for where, row in labelled:
-        try:
-            out.append(
-                render.to_datum(
-                    row.messages,
-                    renderer,
-                    train_on=cfg.train_on,
-                    max_length=cfg.max_length,
-                    tools=row.extra.get("tools"),
-                )
-            )
-        except EngineError as exc:
-            raise JobError(f"{where}: {exc}") from None
-    return out
 
 
 def _resume_point(ctx: JobContext, ref: str, engine: str) -> tuple[str, int]:
@@ -134,23 +115,26 @@ def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
 
 def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
     cfg = _config(ctx, args, smoke)
-    labelled, snapshot = training_data(ctx, cfg.data)
+    loaded = load_rows(ctx, cfg)  # chat rows, pairs or KTO examples, per objective
+    snapshot = loaded.snapshot
     ctx.add_data(snapshot)
-    ctx.log(f"data: {snapshot.rows} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})")
+    ctx.log(
+        f"data: {snapshot.rows} {cfg.objective} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})"
+    )
 
     engine = make_engine(ctx, cfg.engine, cfg.threads)
     model = served_model(ctx, engine, cfg.resolved_model())
-    datums = _datums(labelled, _renderer(engine, model), cfg)
-    plan = schedule(len(datums), cfg)
+    data = step_data(ctx, cfg, loaded, _renderer(engine, model))
+    plan = schedule(data.count, cfg)
     start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine, len(plan))
     trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
 
-    loop = _TrainLoop(ctx, cfg, trainer, datums, plan, start_step)
+    loop = _TrainLoop(ctx, cfg, trainer, data, plan, start_step)
     sample: dict[str, str] | None = None
     try:
         loop.run(smoke)
         if smoke:
-            sample = _sample_one(ctx, trainer, labelled[plan[0][0]][1], len(plan), args.sample_max_tokens)
+            sample = _sample_one(ctx, trainer, data.prompt(plan[0][0]), len(plan), args.sample_max_tokens)
     finally:
         loss_png = loop.close()
     return _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
@@ -211,11 +195,11 @@ class _TrainLoop:
         ctx: JobContext,
         cfg: TrainSection,
         trainer: Any,
-        datums: list[Any],
+        data: StepData,
         plan: list[list[int]],
         start_step: int,
     ) -> None:
-        self.ctx, self.cfg, self.trainer, self.datums, self.plan = ctx, cfg, trainer, datums, plan
+        self.ctx, self.cfg, self.trainer, self.data, self.plan = ctx, cfg, trainer, data, plan
         self.start_step = start_step
         self.total = len(plan)
         self.history: list[StepRecord] = []
@@ -255,11 +239,11 @@ class _TrainLoop:
     def submit(self, step: int) -> _Submitted:
         from machine_lsp.engines.base import EngineError
 
-        batch = [self.datums[i] for i in self.plan[step - 1]]
+        batch, objective = self.data.batch(self.plan[step - 1])
         lr = lr_at(step, self.total, self.cfg)
         submitted = time.perf_counter()
         try:
-            pending = self.trainer.submit_step(batch, lr)
+            pending = self.trainer.submit_step(batch, lr, objective)
         except EngineError as exc:
             raise JobError(f"step {step}: {exc}", kind="engine") from None
         return _Submitted(step, lr, pending, submitted)
@@ -330,14 +314,12 @@ class _TrainLoop:
 
 
 def _sample_one(
-    ctx: JobContext, trainer: Any, row: TrainingRow, total: int, max_tokens: int
+    ctx: JobContext, trainer: Any, prompt: list[Message], total: int, max_tokens: int
 ) -> dict[str, str]:
-    """The smoke run's one sample: the first trained row's prompt, up to its last assistant message."""
+    """The smoke run's one sample: an answer to the first trained row's prompt (up to its last assistant message)."""
     from machine_lsp.core.schema import text_of
     from machine_lsp.engines.base import EngineError
 
-    prompt = row.messages
-    prompt = prompt[: max(i for i, m in enumerate(prompt) if m.role == "assistant")]
     ctx.emit(ev.Progress(done=total, total=total, message="sampling one answer"))
     try:
         output = trainer.sampler().sample([prompt], max_tokens)[0]
