@@ -24,6 +24,7 @@ from machine_lsp.core.schema import Message, RowFileError, TrainingRow
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import TrainSection
 
+KTO_NEEDS_TWO = "kto needs at least 2 examples: its KL estimate pairs a prompt with another example's answer"
 COMPLETION_ONLY = (
     "last_assistant_message"  # the completion is the last assistant message of each rendered row
 )
@@ -75,13 +76,18 @@ class KtoStepData(StepData):
             self.units.append([self.render([*prompt, *completion], where, **_PREFERENCE_RENDER)])
 
     def batch(self, indices: Sequence[int]) -> tuple[list[Any], Any]:
-        if len(indices) < 2:
-            raise JobError("kto needs batches of at least 2 examples for its KL estimate: raise batch_size")
+        """The examples, then each one's prompt with the previous example's completion (the last one's for the
+        first); a batch of one (an epoch's last) borrows the completion of its neighbour in the data."""
+        if self.count < 2:
+            raise JobError(
+                "kto needs at least 2 examples: its KL estimate pairs a prompt with another's answer"
+            )
+        pool = list(indices) if len(indices) > 1 else [indices[0], (indices[0] - 1) % self.count]
         examples = [self.units[i][0] for i in indices]
         mismatched = []
         for j, i in enumerate(indices):
             where, prompt, _, _ = self.rows[i]
-            other = self.rows[indices[j - 1]][2]  # example i-1's completion (the last for the first)
+            other = self.rows[pool[j - 1]][2]
             mismatched.append(self.render([*prompt, *other], f"{where} (KL pair)", **_PREFERENCE_RENDER))
         labels = [self.rows[i][3] for i in indices]
         return examples + mismatched, self.objective.for_batch(labels)
@@ -201,6 +207,8 @@ def load_rows(ctx: JobContext, cfg: TrainSection) -> LoadedRows:
         labelled, snapshot = training_data(ctx, cfg.data)
         return LoadedRows(list(labelled), snapshot)
     rows, snapshot, counts = preference_rows(ctx, cfg)
+    if cfg.objective == "kto" and len(rows) < 2:  # before the model loads
+        raise JobError(f"{snapshot.source}: {KTO_NEEDS_TWO}")
     return LoadedRows(rows, snapshot, counts)
 
 

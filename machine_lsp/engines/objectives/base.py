@@ -82,5 +82,3 @@ class ObjectiveSpec(msgspec.Struct, frozen=True, kw_only=True):
                     f"{self.name} needs a label per example and as many mismatched KL examples "
                     f"({size} datums, {0 if labels is None else len(labels)} labels)"
                 )
-            if len(labels) < 2:
-                raise EngineError(f"{self.name} needs at least 2 examples per batch for its KL estimate")
