@@ -145,3 +145,51 @@ def test_kto_loss_starts_at_one_half_and_falls(local_engine: Any) -> None:
     assert (last["desirable"], last["undesirable"]) == (2, 2)
     after = _reference(trainer, batch)
     assert all(torch.equal(x, y) for x, y in zip(before, after, strict=True))
+
+
+def _full_logprobs(trainer: Any, datum: Any, *, adapter: bool) -> Any:
+    """Every target token's log-prob of one datum, as Tinker's `forward` and `compute_logprobs` return them."""
+    import contextlib
+
+    import torch
+
+    inputs, targets, _ = render.datum_tokens(datum)
+    off = contextlib.nullcontext() if adapter else trainer.model.disable_adapter()
+    with torch.no_grad(), off:
+        logits = trainer.model(input_ids=torch.tensor([inputs]), use_cache=False).logits[0]
+    return torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(targets)[:, None])[:, 0]
+
+
+def test_the_tinker_dpo_step_computes_the_local_loss_up_to_the_network(dpo_run: dict[str, Any]) -> None:
+    """The hosted path as far as this machine goes: the SDK's own client-side half of forward_backward_custom
+    (`TrainingClient._compute_custom_loss`) on the forward output Tinker would send (the real model's log-probs)
+    with our loss gives the local engine's DPO loss, and sends cross-entropy weights only on completion tokens."""
+    import torch
+    from tinker import types
+    from tinker.lib.public_interfaces.training_client import TrainingClient
+
+    from machine_lsp.engines.objectives.dpo_loss import dpo_loss
+    from machine_lsp.engines.tinker_objectives import custom_loss, loss_and_metrics
+
+    trainer, batch = dpo_run["trainer"], dpo_run["batch"]
+    objective = Objective(name="dpo", beta=0.1)
+    reference = [_full_logprobs(trainer, d, adapter=False) for d in batch]
+    forward = types.ForwardBackwardOutput(
+        loss_fn_output_type="ArrayRecord",
+        loss_fn_outputs=[
+            {"logprobs": types.TensorData.from_torch(_full_logprobs(trainer, d, adapter=True))} for d in batch
+        ],
+        metrics={},
+    )
+    result = TrainingClient._compute_custom_loss(batch, custom_loss(objective, reference), forward)
+    policy, weights = _policy(trainer, batch)
+    local, _ = dpo_loss(objective, weights, policy, _reference(trainer, batch))
+    assert result.loss_sum == pytest.approx(float(local), rel=1e-4)
+    loss, metrics = loss_and_metrics(
+        objective, types.ForwardBackwardOutput("ArrayRecord", [], result.metrics)
+    )
+    assert loss == pytest.approx(result.loss_sum, rel=1e-6) and metrics["pairs"] == len(QUESTIONS)
+    for datum, sent in zip(batch, result.data, strict=True):
+        trained = torch.tensor(render.datum_tokens(datum)[2]) > 0
+        grad = sent.loss_fn_inputs["weights"].to_torch()
+        assert bool((grad[~trained] == 0).all()) and bool((grad[trained] != 0).any())
