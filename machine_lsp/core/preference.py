@@ -91,3 +91,46 @@ def read_comparison_rows(path: Path) -> list[tuple[int, ComparisonRow]]:
 
 def read_kto_rows(path: Path) -> list[tuple[int, KtoRow]]:
     return _read_rows(path, KtoRow)
+
+
+class PairScore(msgspec.Struct):
+    """One held-out pair scored: each side's completion log-prob under the policy and the reference."""
+
+    line: int
+    chosen: float
+    rejected: float
+    chosen_ref: float
+    rejected_ref: float
+
+    def margin(self, beta: float) -> float:
+        """The implicit reward margin beta * ((chosen - chosen_ref) - (rejected - rejected_ref))."""
+        return beta * ((self.chosen - self.chosen_ref) - (self.rejected - self.rejected_ref))
+
+
+class PreferenceReport(msgspec.Struct, kw_only=True):
+    """Preference accuracy (the policy prefers the chosen side more than the reference does) and the mean reward
+    margin, as tinker-cookbook's DPO metrics, on held-out pairs."""
+
+    pairs: int
+    beta: float
+    accuracy: float
+    margin: float
+    chosen_reward: float
+    rejected_reward: float
+    rows: list[PairScore]
+
+
+def preference_report(scores: Sequence[PairScore], beta: float) -> PreferenceReport:
+    n = len(scores)
+    if not n:
+        raise ValueError("no pairs to score")
+    margins = [s.margin(beta) for s in scores]
+    return PreferenceReport(
+        pairs=n,
+        beta=beta,
+        accuracy=sum(m > 0 for m in margins) / n,
+        margin=sum(margins) / n,
+        chosen_reward=sum(beta * (s.chosen - s.chosen_ref) for s in scores) / n,
+        rejected_reward=sum(beta * (s.rejected - s.rejected_ref) for s in scores) / n,
+        rows=list(scores),
+    )

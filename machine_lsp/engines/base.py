@@ -136,6 +136,13 @@ class Sampler(Protocol):
 
 
 @runtime_checkable
+class Scorer(Protocol):
+    def completion_logprobs(self, batch: Sequence[tinker.Datum]) -> list[tuple[float, float]]:
+        """Per datum: (the policy's, the reference's) weighted sum of target log-probs (the reference: the base)."""
+        ...
+
+
+@runtime_checkable
 class Trainer(Protocol):
     def forward_backward(
         self, batch: Sequence[tinker.Datum], objective: Objective | None = None
@@ -184,6 +191,10 @@ class Engine(Protocol):
 
     def sampler_for(self, model: str, checkpoint: str | None) -> Sampler:
         """A sampler for the base model (`checkpoint=None`) or for a saved checkpoint address."""
+        ...
+
+    def scorer_for(self, model: str, checkpoint: str | None) -> Scorer:
+        """Completion log-probs under a checkpoint (or the base) and under the base model."""
         ...
 
 

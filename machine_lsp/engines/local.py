@@ -231,6 +231,12 @@ class LocalEngine:
             trainer.load_checkpoint(ckpt_path, manifest)
         return trainer
 
+    def scorer_for(self, model: str, checkpoint: str | None) -> Any:
+        """Completion log-probs under `checkpoint` and the base (held-out preference evals)."""
+        from machine_lsp.engines.local_objectives import LocalScorer
+
+        return LocalScorer(self.sampler_for(model, checkpoint))
+
     def sampler_for(self, model: str, checkpoint: str | None) -> LocalSampler:
         """Base model sampler (`checkpoint=None`) or a sampler with a saved adapter loaded."""
         if checkpoint is None:

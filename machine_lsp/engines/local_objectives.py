@@ -88,3 +88,30 @@ def objective_step(trainer: Any, batch: Sequence[Any], objective: Objective) -> 
         seconds=time.perf_counter() - started,
         metrics=metrics,
     )
+
+
+class LocalScorer:
+    """`Scorer` on the local engine: completion log-probs under a checkpoint and under the base (adapter off)."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.engine, self.tokenizer, self.model = sampler.engine, sampler.tokenizer, sampler.model
+        self._lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+
+    def completion_logprobs(self, batch: Sequence[Any]) -> list[tuple[float, float]]:
+        import contextlib
+
+        import torch
+
+        from machine_lsp.engines import render
+
+        rows = [render.datum_tokens(d) for d in batch]
+        self.model.eval()
+        with torch.no_grad():
+            policy, weights = token_logprobs(self, rows)
+            off = getattr(self.model, "disable_adapter", None)
+            with off() if off is not None else contextlib.nullcontext():  # the base model: no adapter loaded
+                reference, _ = token_logprobs(self, rows)
+        return [
+            (float((p * w).sum()), float((r * w).sum()))
+            for p, r, w in zip(policy, reference, weights, strict=True)
+        ]

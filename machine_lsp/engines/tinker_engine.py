@@ -438,6 +438,15 @@ class TinkerEngine:
             )
         return TinkerSampler(self, renderer, client, checkpoint)
 
+    def scorer_for(self, model: str, checkpoint: str | None) -> Any:
+        """Completion log-probs under `checkpoint` and the base model (held-out preference evals)."""
+        from machine_lsp.engines.tinker_objectives import TinkerScorer
+
+        policy = self.sampler_for(model, checkpoint).client
+        return TinkerScorer(
+            self, policy, policy if checkpoint is None else self.sampler_for(model, None).client
+        )
+
     def reload_checkpoint(self, checkpoint: str) -> Any:
         """A sampling client for `checkpoint` rebuilt from its training state, in a fresh LoRA adapter.
 

@@ -80,3 +80,28 @@ def loss_and_metrics(objective: Objective, out: Any) -> tuple[float, dict[str, f
     if key not in metrics:
         raise EngineError(f"forward_backward_custom returned no {key} (metrics: {sorted(metrics)})")
     return metrics[key], metrics
+
+
+class TinkerScorer:
+    """`Scorer` on Tinker: `compute_logprobs` of each datum on the checkpoint's and the base model's samplers."""
+
+    def __init__(self, engine: Any, policy: Any, reference: Any) -> None:
+        self.engine, self.policy, self.reference = engine, policy, reference
+
+    def completion_logprobs(self, batch: Sequence[tinker.Datum]) -> list[tuple[float, float]]:
+        from machine_lsp.engines.tinker_engine import wait_future
+
+        engine = self.engine
+        futures = [  # every request submitted before the first wait
+            [client.compute_logprobs(full_sequence(d)) for client in (self.policy, self.reference)]
+            for d in batch
+        ]
+        out = []
+        for datum, pair in zip(batch, futures, strict=True):
+            weights = datum.loss_fn_inputs["weights"].tolist()
+            sums = []
+            for future in pair:
+                values = wait_future(future, engine.call_timeout, "compute_logprobs", engine.service_url)[1:]
+                sums.append(sum(w * (v or 0.0) for w, v in zip(weights, values, strict=False) if w))
+            out.append((sums[0], sums[1]))
+        return out

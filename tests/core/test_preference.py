@@ -188,3 +188,8 @@ def test_train_validate_reports_pairs_findings_as_file_line_col(
     out = capsys.readouterr().out
     column = _pair(USER, GOOD, GOOD).index('"completion_B"') + len('"completion_B": ') + 1
     assert f"pairs.jsonl:2:{column}" in out and "pair-same-sides" in out, out
+
+
+def test_eval_pairs_needs_a_pairs_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "eval", "pairs", "latest", "--data", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such pairs data file" in capsys.readouterr().err

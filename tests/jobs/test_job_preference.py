@@ -1,4 +1,5 @@
-"""train-run with objective dpo on the store's pairs, train-smoke with kto on a KTO file: real SmolLM2 child jobs.
+"""train-run with objective dpo on the store's pairs (then eval-pairs on its checkpoint), train-smoke with kto on a
+KTO file: real SmolLM2 child jobs.
 
 The manifest records the objective, beta and how the pairs were built; the snapshot is the pairs file trained on."""
 
@@ -76,6 +77,26 @@ def test_dpo_run_on_the_store_records_the_objective_and_its_pairs(
     rows = [json.loads(line) for line in Path(data.path).read_text().splitlines()]
     assert data.rows == len(rows) == 4 and all(set(r) == {"comparison", "label"} for r in rows)
     assert manifest.checkpoints and manifest.checkpoints[-1].final
+
+    # The trained checkpoint on those pairs: the policy now prefers the chosen sides more than the base does.
+    (tmp_path / "held_out.jsonl").write_text(Path(data.path).read_text())
+    args = {"checkpoint": "latest", "data": "held_out.jsonl", "beta": 0.2}
+    code, events, err = run_job(
+        tmp_path, "eval-pairs", args, timeout=300, env=job_env(MACHINE_TORCH_THREADS="1")
+    )
+    assert code == 0, err[-3000:]
+    result = events[-1]["result"]
+    assert result["pairs"] == 4 and result["beta"] == 0.2
+    assert result["accuracy"] > 0.5 and result["margin"] > 0, result
+    saved = json.loads((tmp_path / result["out"]).read_text())
+    assert saved["checkpoint"] == manifest.last_checkpoint and len(saved["rows"]) == 4
+    assert saved["margin"] == pytest.approx(
+        sum(
+            0.2 * ((r["chosen"] - r["chosen_ref"]) - (r["rejected"] - r["rejected_ref"]))
+            for r in saved["rows"]
+        )
+        / 4
+    )
 
 
 def test_kto_smoke_on_a_kto_file(tmp_path: Path, run_job, job_env) -> None:
