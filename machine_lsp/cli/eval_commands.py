@@ -64,6 +64,18 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     cmp_.add_argument("--no-chart", action="store_true", help="do not write the PNG chart")
     cmp_.set_defaults(func=_eval_compare)
 
+    _register_pairs(ev_sub)
+
+    probe = ev_sub.add_parser("probe", help="style-bleed probe of a checkpoint (or the base model)")
+    probe.add_argument(
+        "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
+    )
+    probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
+    _eval_common(probe)
+    probe.set_defaults(func=_eval_probe)
+
+
+def _register_pairs(ev_sub: argparse._SubParsersAction) -> None:
     pairs = ev_sub.add_parser(
         "pairs",
         help="preference accuracy and mean reward margin on held-out pairs -> eval_results/pairs-<name>.json",
@@ -78,14 +90,6 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     pairs.add_argument("--out", metavar="FILE", help="result file (default: eval_results/pairs-<name>.json)")
     add_job_args(pairs)
     pairs.set_defaults(func=_eval_pairs)
-
-    probe = ev_sub.add_parser("probe", help="style-bleed probe of a checkpoint (or the base model)")
-    probe.add_argument(
-        "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
-    )
-    probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
-    _eval_common(probe)
-    probe.set_defaults(func=_eval_probe)
 
 
 def _eval_common(p: argparse.ArgumentParser) -> None:

@@ -151,8 +151,8 @@ def check_pair_line(text: str, line_no: int) -> LineResult:
     _unknown_keys(row, obj, root, ("comparison", "label"), "pair-shape")
     label = obj.get("label")
     if label not in LABELS:
-        missing = "label" not in obj
-        message = "missing label" if missing else f"label must be one of A, B, Tie, got {describe(label)}"
+        shown = repr(label) if isinstance(label, str) else describe(label)
+        message = "missing label" if "label" not in obj else f"label must be one of A, B, Tie, got {shown}"
         ck.add("pair-label", message + ' ("A": completion_A is chosen)', *row.at(row.key(root, "label")))
     comparison, span = obj.get("comparison"), row.key(root, "comparison")
     if not isinstance(comparison, dict):
@@ -164,45 +164,47 @@ def check_pair_line(text: str, line_no: int) -> LineResult:
         ck.add("pair-shape", what + f" (with {', '.join(PAIR_KEYS)})", *row.at(span))
         return LineResult(ck.findings, hash(text), None, len(text), "train")
     _unknown_keys(row, comparison, span, PAIR_KEYS, "pair-shape")
+    sides = _pair_sides(row, comparison, span)
+    _same_sides(row, sides, span, label)
+    return LineResult(
+        ck.findings, hash(text), None, len(text), "train", len(sides["prompt_conversation"] or [])
+    )
+
+
+def _pair_sides(row: _Row, comparison: dict, span: _Span | None) -> dict[str, list[Message] | None]:
+    """The comparison's three message lists (None where missing or malformed), each side checked against the prompt."""
     sides: dict[str, list[Message] | None] = {}
     for name in PAIR_KEYS:
         if name not in comparison:
-            ck.add("pair-shape", f"comparison has no {name}", *row.at(span))
+            row.ck.add("pair-shape", f"comparison has no {name}", *row.at(span))
             sides[name] = None
-            continue
-        sides[name] = row.messages(comparison[name], row.key(span, name), name, "pair-shape")
+        else:
+            sides[name] = row.messages(comparison[name], row.key(span, name), name, "pair-shape")
     prompt = sides["prompt_conversation"]
-    prompt_ok = _prompt_ok(
-        row, prompt, row.key(span, "prompt_conversation"), "prompt_conversation", "pair-prompt-mismatch"
-    )
+    where = row.key(span, "prompt_conversation")
+    prompt_ok = _prompt_ok(row, prompt, where, "prompt_conversation", "pair-prompt-mismatch")
     for name in PAIR_KEYS[1:]:
         side, side_span = sides[name], row.key(span, name)
         if side is None:
             continue
         if _empty(side):
-            ck.add(
-                "pair-empty-side",
-                f"{name} is empty: a pair needs an answer on both sides",
-                *row.at(side_span),
-            )
+            message = f"{name} is empty: a pair needs an answer on both sides"
+            row.ck.add("pair-empty-side", message, *row.at(side_span))
         elif prompt_ok and prompt is not None:
             _answers_prompt(row, prompt, side, side_span, name, "pair-prompt-mismatch")
+    return sides
+
+
+def _same_sides(row: _Row, sides: dict[str, list[Message] | None], span: _Span | None, label: Any) -> None:
     a, b = sides["completion_A"], sides["completion_B"]
-    if a is not None and b is not None and a and a == b:
-        if label == "Tie":
-            ck.add(
-                "pair-same-sides",
-                "completion_A equals completion_B (a Tie: DPO skips it)",
-                *row.at(span),
-                "warning",
-            )
-        else:
-            ck.add(
-                "pair-same-sides",
-                "chosen equals rejected: the pair teaches nothing",
-                *row.at(row.key(span, "completion_B")),
-            )
-    return LineResult(ck.findings, hash(text), None, len(text), "train", len(prompt or []))
+    if a is None or b is None or not a or a != b:
+        return
+    if label == "Tie":
+        message = "completion_A equals completion_B (a Tie: DPO skips it)"
+        row.ck.add("pair-same-sides", message, *row.at(span), "warning")
+    else:
+        where = row.at(row.key(span, "completion_B"))
+        row.ck.add("pair-same-sides", "chosen equals rejected: the pair teaches nothing", *where)
 
 
 def check_kto_line(text: str, line_no: int) -> LineResult:
