@@ -68,6 +68,8 @@ def objective_step(trainer: Any, batch: Sequence[Any], objective: Objective) -> 
     """forward and backward of a log-prob objective on `batch` (gradients accumulate; optim_step follows)."""
     import time
 
+    import torch
+
     started = time.perf_counter()
     spec = spec_for(objective)
     loss_fn = spec.loss_fn()
@@ -75,7 +77,13 @@ def objective_step(trainer: Any, batch: Sequence[Any], objective: Objective) -> 
     rows = trainer._check_batch(batch)
     trainer.model.train()
     reference = reference_logprobs(trainer, rows)
-    policy, weights = token_logprobs(trainer, rows)
+    # KTO's mismatched half only estimates the KL point (no gradient, as TRL's no_grad pass): no graph for it
+    graded = len(rows) // 2 if spec.data == "examples" else len(rows)
+    policy, weights = token_logprobs(trainer, rows[:graded])
+    if graded < len(rows):
+        with torch.no_grad():
+            tail, tail_weights = token_logprobs(trainer, rows[graded:])
+        policy, weights = policy + tail, weights + tail_weights
     loss, metrics = loss_fn(objective, weights, policy, reference)
     loss.backward()
     trained = sum(1 for _, _, row_weights in rows for w in row_weights if w > 0)

@@ -17,7 +17,7 @@ from machine_lsp.scaffold.config import ConfigError, MachineConfig, apply_overri
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4  # the chat template's role header and end-of-turn marker
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
-TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size")
+TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size", "objective")
 EVAL_KEYS = ("data", "max_tokens")
 BUILTIN_PROBE_QUESTIONS = 12  # rough size of the built-in bleed probe, for the estimate only
 
@@ -56,7 +56,9 @@ def estimate_job(verb: str, project: Path, job_args: dict[str, Any]) -> RunEstim
 
 def _estimate_training(verb: str, project: Path, config: MachineConfig) -> RunEstimate | None:
     train = config.train
-    measured = _measure(project, train.data)
+    measured = (
+        _measure(project, train.data) if train.objective == "sft" else _measure_preference(project, train)
+    )
     if measured is None:
         return None
     source, rows, per_pass = measured
@@ -115,6 +117,35 @@ def _measure(project: Path, data: str | None) -> tuple[str, int, int] | None:
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     continue
     return source, len(rows), sum(_row_tokens(row) for row in rows)
+
+
+def _measure_preference(project: Path, train: Any) -> tuple[str, int, int] | None:
+    """(source, pairs or KTO examples, estimated tokens of a pass): a DPO pair trains two sequences, a KTO example
+    two (its own and a mismatched one for the KL point)."""
+    from machine_lsp.core import preference
+    from machine_lsp.core.schema import RowFileError
+
+    kind = "pairs" if train.objective == "dpo" else "KTO examples"
+    if train.data is None:
+        from machine_lsp.core.export import build_kto, build_pairs
+        from machine_lsp.core.store import Store, StoreError
+
+        try:
+            records = Store.open(project).records()
+        except (OSError, StoreError):
+            return None
+        rows: list[Any] = (build_pairs if train.objective == "dpo" else build_kto)(records)[0]
+        source = f"the store's {kind}"
+    else:
+        path = Path(train.data) if Path(train.data).is_absolute() else project / train.data
+        read = preference.read_comparison_rows if train.objective == "dpo" else preference.read_kto_rows
+        try:
+            rows = [row for _, row in read(path)]
+        except RowFileError:
+            return None
+        source = path.name
+    chars = sum(len(msgspec.json.encode(row)) for row in rows)
+    return source, len(rows), 2 * chars // CHARS_PER_TOKEN
 
 
 def _row_tokens(row: Any) -> int:

@@ -58,3 +58,23 @@ def test_unreadable_data_or_config_gives_no_estimate(project: Path) -> None:
     assert estimate_job("train-run", project, {"data": "missing.jsonl"}) is None
     (project / "machine.toml").write_text("not toml [")
     assert estimate_job("train-run", project, {"data": "train.jsonl"}) is None
+
+
+def test_a_dpo_estimate_counts_pairs_not_chat_rows(project: Path) -> None:
+    """A preference run is sized by its pairs (two sequences each), read from the pairs file or the store."""
+    pair = {
+        "comparison": {
+            "prompt_conversation": [{"role": "user", "content": "2+2?"}],
+            "completion_A": [{"role": "assistant", "content": "answer: 4"}],
+            "completion_B": [{"role": "assistant", "content": "four"}],
+        },
+        "label": "A",
+    }
+    line = json.dumps(pair)
+    (project / "pairs.jsonl").write_text((line + "\n") * 3)
+    run = estimate_job("train-run", project, {"data": "pairs.jsonl", "objective": "dpo", "batch_size": 2})
+    assert run is not None
+    assert (run.rows, run.steps, run.source) == (3, 2, "pairs.jsonl")
+    assert run.tokens == 2 * 3 * len(json.dumps(pair, separators=(",", ":"))) // 4
+    store = estimate_job("train-run", project, {"objective": "kto"})  # an empty store: no examples yet
+    assert store is not None and store.rows == 0 and store.source == "the store's KTO examples"
