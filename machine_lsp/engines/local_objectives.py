@@ -76,14 +76,16 @@ def objective_step(trainer: Any, batch: Sequence[Any], objective: Objective) -> 
     spec.check_batch(objective, len(batch))
     rows = trainer._check_batch(batch)
     trainer.model.train()
-    reference = reference_logprobs(trainer, rows)
-    # KTO's mismatched half only estimates the KL point (no gradient, as TRL's no_grad pass): no graph for it
+    # KTO's mismatched half only estimates the KL point (no gradient, as TRL's no_grad pass): no graph for it. The
+    # reference is grouped into micro-batches as the policy is, so before the first step both agree bit for bit.
     graded = len(rows) // 2 if spec.data == "examples" else len(rows)
-    policy, weights = token_logprobs(trainer, rows[:graded])
-    if graded < len(rows):
+    head, tail = rows[:graded], rows[graded:]
+    reference = reference_logprobs(trainer, head) + (reference_logprobs(trainer, tail) if tail else [])
+    policy, weights = token_logprobs(trainer, head)
+    if tail:
         with torch.no_grad():
-            tail, tail_weights = token_logprobs(trainer, rows[graded:])
-        policy, weights = policy + tail, weights + tail_weights
+            tail_policy, tail_weights = token_logprobs(trainer, tail)
+        policy, weights = policy + tail_policy, weights + tail_weights
     loss, metrics = loss_fn(objective, weights, policy, reference)
     loss.backward()
     trained = sum(1 for _, _, row_weights in rows for w in row_weights if w > 0)
