@@ -81,8 +81,8 @@ format: setup
 	$(VENV)/bin/ruff format machine_lsp tests bench examples
 	$(VENV)/bin/ruff check --fix machine_lsp tests bench examples
 
-bench: setup
-	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,train,bench]'
+bench: serve-backend
+	$(PY) -m pip install -q -c requirements/constraints.txt --find-links $(LLAMA_WHEELS) -e '.[dev,train,serve,bench]'
 	$(PY) bench/validate.py
 	$(PY) bench/lsp_latency.py
 	$(PY) bench/eval_batched.py

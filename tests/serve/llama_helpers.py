@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-MAX_TOKENS = 32
+MAX_TOKENS = 16
 
 
 def minimal_sft_prompts(tmp: Path) -> list[list[dict]]:
