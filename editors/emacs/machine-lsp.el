@@ -14,6 +14,21 @@
 (require 'eglot)
 (require 'cl-lib)
 
+;; jsonrpc 1.0.14 (Emacs 28) parses every message of a read in its process filter, and a synchronous request's
+;; reply leaves the filter by a throw: the messages after it in the same read (the server's request for a job's
+;; progress token, sent right after the command's reply) stay unparsed until the server writes again -- which it
+;; does not, as it waits for the answer. Parse what is left from a timer when the filter exits that way.
+(defun machine-lsp--parse-rest-after-throw (filter proc string)
+  "Run FILTER on PROC's STRING; if it exits non-locally, parse the rest of the read from a timer."
+  (let (returned)
+    (unwind-protect
+        (prog1 (funcall filter proc string) (setq returned t))
+      (unless returned
+        (run-at-time 0 nil (lambda () (when (process-live-p proc) (jsonrpc--process-filter proc ""))))))))
+
+(require 'jsonrpc)
+(advice-add 'jsonrpc--process-filter :around #'machine-lsp--parse-rest-after-throw)
+
 (defvar machine-lsp-command '("machine-lsp")
   "The command (a list) that starts the machine-lsp server on stdio.")
 

@@ -36,13 +36,6 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def own_big_file(tmp_path: Path) -> Path:
-    """The same file, written for this test alone next to its project (Emacs: a file that no other editor's
-    server validated before in this session; with the shared one its job's progress end was missed 3 times in 7)."""
-    return _write_big(tmp_path / "big.jsonl")
-
-
-@pytest.fixture
 def train_lines() -> list[str]:
     """train.jsonl's four lines: a good row, a role spelt "User", a row to tag with a note, broken JSON."""
     good = {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "answer: 4"}]}

@@ -12,6 +12,7 @@
 
 (defvar e2e-results nil)
 (defvar e2e-progress nil)
+(defvar e2e-server nil "The eglot server, kept so that a failure can report the end of its events log.")
 (add-hook 'machine-lsp-progress-hook (lambda (token value) (push (list token value) e2e-progress)))
 
 (defun e2e-put (key value) (setq e2e-results (plist-put e2e-results key value)))
@@ -54,7 +55,7 @@
     (find-file (expand-file-name "train.jsonl" dir))
     (e2e-put :mode (symbol-name major-mode))
     (apply #'eglot (eglot--guess-contact))
-    (setq server (e2e-wait "the server" 30 #'eglot-current-server))
+    (setq server (e2e-wait "the server" 30 #'eglot-current-server) e2e-server server)
     (e2e-wait "initialize" 30 (lambda () (eglot--server-capable :codeActionProvider)))
     (e2e-put :initialized t)
     ;; Diagnostics: flymake asks eglot's backend; keep asking until the pushed diagnostics show.
@@ -104,7 +105,11 @@
 
 (let ((ok t) err)
   (condition-case e (e2e-main)
-    (error (setq ok nil err (error-message-string e))))
+    (error (setq ok nil err (error-message-string e))
+           (when e2e-server  ; what went over the wire last says why
+             (with-current-buffer (jsonrpc-events-buffer e2e-server)
+               (e2e-put :events_tail (buffer-substring-no-properties (max (point-min) (- (point-max) 6000))
+                                                                     (point-max)))))))
   (e2e-put :ok (if ok t :json-false))
   (e2e-put :error (or err :null))
   (with-temp-file (getenv "MACHINE_RESULT")

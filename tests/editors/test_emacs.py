@@ -21,7 +21,7 @@ SERVER = [sys.executable, "-m", "machine_lsp.lsp"]
 
 
 def test_emacs_eglot_end_to_end(
-    tmp_path: Path, own_big_file: Path, train_lines: list[str], require_editor, drive_editor
+    tmp_path: Path, big_file: Path, train_lines: list[str], require_editor, drive_editor
 ) -> None:
     emacs = require_editor(
         shutil.which("emacs"), "Emacs is not installed (apt-get install emacs-nox elpa-eglot)"
@@ -37,7 +37,7 @@ def test_emacs_eglot_end_to_end(
         os.environ,
         MACHINE_LSP_CMD=json.dumps(SERVER),
         MACHINE_TEST_DIR=str(project),
-        MACHINE_BIG_FILE=str(own_big_file),
+        MACHINE_BIG_FILE=str(big_file),
         MACHINE_SETUP=str(SETUP),
         MACHINE_RESULT=str(result_path),
         HOME=str(home),
