@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable
@@ -312,15 +314,57 @@ def test_a_read_only_store_can_be_read_but_not_written(tmpfs: Path, monkeypatch:
         Store.open().append(make_record("r1", answer="other"))
 
 
-def test_a_read_only_store_dir_can_be_read_without_root(store: Store) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root ignores file permissions; the read-only tmpfs test covers this as root")
-    store.append(make_record("r0"))
-    store.tagged_path.chmod(0o444)
-    store.root.chmod(0o555)
+NOBODY = 65534
+
+
+def _as_the_owner_without_root(check: Callable[[], None]) -> None:
+    """Run `check` where file modes bind: here when not root; as root, in a forked child that dropped to the
+    files' owner (uid/gid nobody), whose failure (traceback included) fails this test."""
+    if os.geteuid() != 0:
+        check()
+        return
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(read_end)
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            check()
+        except BaseException:
+            import traceback
+
+            os.write(write_end, traceback.format_exc().encode())
+            code = 1
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        report = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+
+
+def test_a_read_only_store_dir_can_be_read_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not tmp_path: its parents are root's own (0700), and the unprivileged owner must reach the store.
+    home = Path(tempfile.mkdtemp(prefix="machine-ro-store-"))
     try:
-        assert [r.id for r in Store.open().records()] == ["r0"]
-        with pytest.raises(StoreError, match="permission denied"):
-            Store.open().append(make_record("r1", answer="other"))
+        monkeypatch.setenv("MACHINE_HOME", str(home / ".machine"))
+        store = Store.open()
+        store.append(make_record("r0"))
+        if os.geteuid() == 0:
+            for path in (home, *home.rglob("*")):
+                os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+        store.tagged_path.chmod(0o444)
+        store.root.chmod(0o555)
+
+        def check() -> None:
+            assert [r.id for r in Store.open().records()] == ["r0"]
+            with pytest.raises(StoreError, match="permission denied"):
+                Store.open().append(make_record("r1", answer="other"))
+
+        _as_the_owner_without_root(check)
     finally:
         store.root.chmod(0o755)
+        shutil.rmtree(home)
