@@ -116,10 +116,15 @@ def confirm_defaults(args: argparse.Namespace, verb: str, payload: dict[str, Any
     data = (
         f"{estimate.rows} rows from {estimate.source}" if estimate else (cfg.data or "the store's good rows")
     )
-    steps = f"{cfg.steps} steps" if cfg.steps else "all batches"
+    if estimate and estimate.size:
+        length = f"{estimate.size.epochs} epochs, {estimate.size.steps} steps"
+    elif cfg.epochs is None and cfg.steps is None:
+        length = "epochs sized from the rows"
+    else:
+        length = f"{cfg.epochs or 1} epochs" + (f" (at most {cfg.steps} steps)" if cfg.steps else "")
     what = (
         f"there is no machine.toml here, so {verb.replace('-', ' ', 1)} uses the defaults: engine {cfg.engine}, "
-        f"model {cfg.resolved_model()}, data {data}, {cfg.epochs} epoch{'s' * (cfg.epochs != 1)} ({steps}), "
+        f"model {cfg.resolved_model()}, data {data}, {length}, "
         f"batch size {cfg.batch_size}, learning rate {cfg.resolved_lr():g}"
     )
     ask(
@@ -127,6 +132,18 @@ def confirm_defaults(args: argparse.Namespace, verb: str, payload: dict[str, Any
         f"{what}: pass --yes to train with them, or run `machine train sft` first to write machine.toml "
         "(stdin is not a terminal)",
     )
+
+
+def show_plan(args: argparse.Namespace, verb: str, payload: dict[str, Any]) -> None:
+    """Print the run a training verb is about to start (rows, epochs, steps, tokens, time; the floor warning),
+    sized by the one rule (core.run_plan) the job and the editor's confirmation use too."""
+    from machine_lsp.scaffold.estimate import estimate_job
+
+    estimate = estimate_job(verb, Path.cwd(), {k: v for k, v in payload.items() if v is not None})
+    if estimate is None:
+        return  # the job reports the precise reason it cannot read its data
+    console = console_err() if getattr(args, "json", False) else console_out()
+    console.print(f"plan: {escape(estimate.describe())}", highlight=False)
 
 
 def check_file(path: str | None, what: str) -> None:

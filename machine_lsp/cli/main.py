@@ -26,6 +26,7 @@ REGISTRARS = [
     "machine_lsp.cli.validate_command",  # train validate
     "machine_lsp.cli.train_commands",  # train sft|smoke|run
     "machine_lsp.cli.eval_commands",  # train eval init|baseline|checkpoint|compare|probe
+    "machine_lsp.cli.promote_commands",  # train promote|rollback|promoted
     "machine_lsp.cli.jobs_commands",  # jobs [list|cancel|prune]
     "machine_lsp.cli.sessions_command",  # sessions
     "machine_lsp.cli.serve_commands",  # serve, use

@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         nargs="?",
         default="latest",
         metavar="CHECKPOINT",
-        help="latest (default: the newest training run's last checkpoint), base, local://RUN/NAME or a directory",
+        help="latest (default: the newest training run's last checkpoint), promoted (what the eval gate or "
+        "`machine train promote` promoted; base when none), base, local://RUN/NAME or a directory",
     )
     serve.add_argument("--port", type=int, default=agents.DEFAULT_PORT, metavar="P")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="non-loopback hosts need --api-key")
@@ -65,7 +66,9 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     serve.set_defaults(func=_serve)
 
     use = sub.add_parser("use", help="print (or --write) an agent's config to use a checkpoint")
-    use.add_argument("checkpoint", metavar="CHECKPOINT", help="latest, base, local://RUN/NAME or tinker://…")
+    use.add_argument(
+        "checkpoint", metavar="CHECKPOINT", help="latest, promoted, base, local://RUN/NAME or tinker://…"
+    )
     use.add_argument(
         "--agent", required=True, type=agents.agent_alias, choices=agents.AGENTS, help="claude-code = claude"
     )

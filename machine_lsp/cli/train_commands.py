@@ -26,6 +26,7 @@ from machine_lsp.cli.job_support import (
     confirm_defaults,
     console_out,
     resolved_engine,
+    show_plan,
 )
 from machine_lsp.scaffold.config import (
     MachineConfig,
@@ -163,6 +164,7 @@ def _smoke(args: argparse.Namespace) -> int:
 @cli_verb
 def _run(args: argparse.Namespace) -> int:
     payload = _train_payload(args)
+    show_plan(args, "train-run", payload)
     confirm_defaults(args, "train-run", payload)
     confirm_cost(args, resolved_engine(args), "train-run", payload)
     return run_job("train-run", payload, raw=args.json)

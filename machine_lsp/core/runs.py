@@ -79,6 +79,9 @@ class RunManifest(msgspec.Struct):
     last_checkpoint: str | None = None
     steps_done: int = 0
     resumed_from: str | None = None
+    gate: dict[str, Any] | None = (
+        None  # the eval gate's verdict on the final checkpoint (core.gate.GateResult)
+    )
     result: dict[str, Any] | None = None
     error: str | None = None
     error_kind: str | None = None

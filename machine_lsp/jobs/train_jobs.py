@@ -26,13 +26,15 @@ from typing import Any, Literal
 import msgspec
 
 from machine_lsp.core import runs
+from machine_lsp.core.run_plan import RunSize, describe_size
 from machine_lsp.core.schema import TrainingRow
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.data import training_data
+from machine_lsp.jobs.gate_jobs import hold_out, run_gate
 from machine_lsp.jobs.runner import JobContext, JobError
-from machine_lsp.scaffold.config import TRAIN_KEYS, TrainSection
-from machine_lsp.scaffold.support import lora_settings, lr_at, schedule
+from machine_lsp.scaffold.config import TRAIN_KEYS, MachineConfig, TrainSection
+from machine_lsp.scaffold.support import datum_size, lora_settings, lr_at, schedule
 
 SMOKE_STEPS = 2
 
@@ -133,15 +135,20 @@ def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
 
 
 def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
-    cfg = _config(ctx, args, smoke)
+    config = _config(ctx, args, smoke)
+    cfg = config.train
     labelled, snapshot = training_data(ctx, cfg.data)
+    held = None
+    if not smoke:  # the eval gate's rows are held out before anything trains on them
+        labelled, snapshot, held = hold_out(ctx, config, labelled, snapshot)
     ctx.add_data(snapshot)
     ctx.log(f"data: {snapshot.rows} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})")
 
     engine = make_engine(ctx, cfg.engine, cfg.threads)
     model = served_model(ctx, engine, cfg.resolved_model())
     datums = _datums(labelled, _renderer(engine, model), cfg)
-    plan = schedule(len(datums), cfg)
+    size = _run_size(ctx, datums, cfg, smoke)
+    plan = schedule(len(datums), cfg, size)
     start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine, len(plan))
     trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
 
@@ -153,17 +160,33 @@ def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, 
             sample = _sample_one(ctx, trainer, labelled[plan[0][0]][1], len(plan), args.sample_max_tokens)
     finally:
         loss_png = loop.close()
-    return _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
+    result, message = _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
+    if held is not None:
+        verdict = run_gate(ctx, config, engine, trainer, model, held)
+        result["plan"] = msgspec.to_builtins(size)
+        result["gate"] = msgspec.to_builtins(verdict)
+        message += f"; {verdict.reason}"
+    return result, message
 
 
-def _config(ctx: JobContext, args: TrainArgs, smoke: bool) -> TrainSection:
+def _run_size(ctx: JobContext, datums: list[Any], cfg: TrainSection, smoke: bool) -> RunSize:
+    """The run's epochs and steps from the rows' real token counts (core.run_plan), logged with its warning."""
+    size = datum_size(datums, cfg)
+    if not smoke:
+        ctx.log(f"plan: {describe_size(size, cfg.engine)}", "warning" if size.warning else "info")
+    return size
+
+
+def _config(ctx: JobContext, args: TrainArgs, smoke: bool) -> MachineConfig:
     """machine.toml with the job's overrides (a smoke run: two steps, no checkpoints), recorded in the manifest."""
     overrides = {k: getattr(args, k) for k in TRAIN_KEYS}
-    cfg = project_config(ctx, args.config, overrides).train
+    config = project_config(ctx, args.config, overrides)
+    cfg = config.train
     if smoke:
         cfg = msgspec.structs.replace(cfg, steps=SMOKE_STEPS, epochs=1, save_every=0)
+        config = msgspec.structs.replace(config, train=cfg)
     ctx.update(engine=cfg.engine, model=cfg.resolved_model(), config=msgspec.to_builtins(cfg))
-    return cfg
+    return config
 
 
 def _renderer(engine: Any, model: str) -> Any:

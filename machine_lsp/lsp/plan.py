@@ -7,7 +7,6 @@ only (reads machine.toml and the data file): the language server never loads a m
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ CHECKPOINT_ENGINES = {"tinker://": "tinker", "local://": "local"}
 
 def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
     from machine_lsp.scaffold.config import TRAIN_KEYS, ConfigError, apply_overrides, load_project_config
-    from machine_lsp.scaffold.estimate import SMOKE_STEPS, estimate_job
+    from machine_lsp.scaffold.estimate import estimate_job
 
     training = verb in TRAIN_VERBS
     try:
@@ -46,10 +45,6 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
         plan.costs_money = tinker_costs_money(project)
     if training:
         plan.data, plan.rows, plan.problem = _training_rows(project, config.train.data)
-        if plan.rows:
-            batches = math.ceil(plan.rows / config.train.batch_size)
-            steps = config.train.steps or batches * config.train.epochs
-            plan.steps = SMOKE_STEPS if verb == "train-smoke" else steps
     elif verb == "eval-probe":
         plan.data = "the bleed probe"
     else:
@@ -61,11 +56,18 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
             plan.data, plan.rows, plan.problem = _file_rows(project, data, "no held-out rows to evaluate")
     if plan.problem is None and (estimate := estimate_job(verb, project, job_args)) is not None:
         plan.tokens = estimate.tokens
+        if training:  # steps from the one sizing rule (core.run_plan), and its text with the floor warning
+            plan.steps = estimate.steps
+            if estimate.size is not None:
+                plan.message = f"{estimate.describe()}; model {plan.model}"
     return plan
 
 
 def describe(plan: JobPlan) -> str:
-    """`train-run on local: 2 rows from train.jsonl, 1 step, ~16 tokens; model HuggingFaceTB/SmolLM2-135M-Instruct`."""
+    """`train-run on local: 2 rows from train.jsonl, 1 step, ~16 tokens; model HuggingFaceTB/SmolLM2-135M-Instruct`;
+    a training run's plan keeps the sizing text `plan_job` gave it (rows, epochs, steps, tokens, time, warning)."""
+    if plan.message:
+        return plan.message
     where = f"{plan.rows} rows from {plan.data}" if plan.rows is not None else plan.data
     details = [
         d for d in (where, _steps(plan.steps), f"~{plan.tokens:,} tokens" if plan.tokens else None) if d

@@ -50,7 +50,7 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     engine: EngineName = "local"
     model: str | None = None  # None: the engine's default model
     data: str | None = None  # None: the store's good rows (rewrites applied)
-    epochs: int = 1
+    epochs: int | None = None  # None: sized from the rows (core.run_plan: floors of steps and trained tokens)
     steps: int | None = None  # cap on optimizer steps; None: epochs * batches
     learning_rate: float | None = None  # None: the engine's default
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
@@ -70,7 +70,7 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     def __post_init__(self) -> None:
         checks = [
-            (self.epochs >= 1, "epochs must be >= 1"),
+            (self.epochs is None or self.epochs >= 1, "epochs must be >= 1"),
             (self.steps is None or self.steps >= 1, "steps must be >= 1"),
             (self.learning_rate is None or self.learning_rate > 0, "learning_rate must be > 0"),
             (self.rank >= 1, "rank must be >= 1"),
@@ -118,10 +118,36 @@ class TinkerSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     base_url: str | None = None
 
 
+class GateSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The eval gate that ends every `train run` (core/gate.py has the rules, jobs/gate_jobs.py runs them)."""
+
+    enabled: bool = True
+    alpha: float = 0.05  # exact McNemar: refuse a checkpoint significantly worse at this level
+    max_bleed: float = 0.1  # refuse above this share of off-distribution probe answers in the trained format
+    min_tool_retention: float = 0.9  # refuse below this share of tool probes still answered with a tool call
+    min_eval_rows: int = (
+        6  # held out of the tagged rows (fewer than twice this many rows: the gate is skipped)
+    )
+    eval_fraction: float = 0.25  # share of the tagged rows held out (at least min_eval_rows)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (0 < self.alpha < 1, "alpha must be in (0, 1)"),
+            (0 <= self.max_bleed <= 1, "max_bleed must be in [0, 1]"),
+            (0 <= self.min_tool_retention <= 1, "min_tool_retention must be in [0, 1]"),
+            (self.min_eval_rows >= 1, "min_eval_rows must be >= 1"),
+            (0 < self.eval_fraction < 1, "eval_fraction must be in (0, 1)"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise msgspec.ValidationError(f"[gate] {message}")
+
+
 class MachineConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     train: TrainSection = msgspec.field(default_factory=TrainSection)
     eval: EvalSection = msgspec.field(default_factory=EvalSection)
     tinker: TinkerSection = msgspec.field(default_factory=TinkerSection)
+    gate: GateSection = msgspec.field(default_factory=GateSection)
 
 
 def load_config(path: Path) -> MachineConfig:
@@ -194,6 +220,7 @@ _COMMENTS = {
     "eval.grader": "exact | contains | regex; unset = each row's own `match`",
     "eval.max_tokens": "tokens sampled per answer",
     "tinker.base_url": "self-hosted Tinker-API server (machine tinker serve); TINKER_BASE_URL overrides it",
+    "epochs": "passes over the rows; unset = sized from the rows (at least 6 steps and 200 trained tokens)",
     "steps": "cap on optimizer steps; unset = epochs x batches",
     "learning_rate": "unset = engine default (local 5e-4, tinker 2e-4)",
     "save_every": "checkpoint every N steps (0 = final only)",
@@ -205,13 +232,19 @@ _COMMENTS = {
     "format_pattern": "the trained answer format (format-compliance rate)",
     "bleed_pattern": "a probe answer matching this leaks the format; unset = the format's literal prefix",
     "probe_questions": "extra off-distribution probe questions (one per line, or JSONL)",
+    "gate.enabled": "end every `train run` with the held-out gate (promotes the checkpoint that passes)",
+    "gate.alpha": "refuse a checkpoint significantly worse than the promoted one (exact McNemar, this level)",
+    "gate.max_bleed": "refuse above this share of off-distribution probe answers in the trained format",
+    "gate.min_tool_retention": "refuse below this share of tool probes still answered with a tool call",
+    "gate.min_eval_rows": "tagged rows held out for the gate (fewer than 2x: the gate is skipped, said so)",
+    "gate.eval_fraction": "share of the tagged rows held out when [eval] data is unset",
 }
 
 
 def render_toml(config: MachineConfig) -> str:
     """The config as commented TOML (unset values are written as comments so they are discoverable)."""
     lines = ["# machine-lsp run configuration: read by `machine train ...`, train_sft.py and eval.py", ""]
-    for section in ("train", "eval", "tinker"):
+    for section in ("train", "eval", "gate", "tinker"):
         if section == "tinker" and config.tinker.base_url is None:
             continue  # written by `machine tinker serve`
         lines.append(f"[{section}]")

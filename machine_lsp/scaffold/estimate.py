@@ -6,20 +6,38 @@ this question and must not load a tokenizer; the answer is an order of magnitude
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from machine_lsp.scaffold.config import ConfigError, MachineConfig, apply_overrides, load_project_config
+from machine_lsp.core.run_plan import RunSize, describe_size, estimate_tokens, size_run
+from machine_lsp.scaffold.config import (
+    ConfigError,
+    MachineConfig,
+    TrainSection,
+    apply_overrides,
+    load_project_config,
+)
 
-CHARS_PER_TOKEN = 4
-TOKENS_PER_MESSAGE = 4  # the chat template's role header and end-of-turn marker
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
 TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size")
 EVAL_KEYS = ("data", "max_tokens")
 BUILTIN_PROBE_QUESTIONS = 12  # rough size of the built-in bleed probe, for the estimate only
+
+
+def run_size(
+    n_rows: int, cfg: TrainSection, *, trained_tokens_per_epoch: int = 0, tokens_per_epoch: int = 0
+) -> RunSize:
+    """Epochs and steps of a run on `n_rows` rows under machine.toml's `[train]` (the one rule: core.run_plan)."""
+    return size_run(
+        n_rows,
+        cfg.batch_size,
+        epochs=cfg.epochs,
+        steps=cfg.steps,
+        trained_tokens_per_epoch=trained_tokens_per_epoch,
+        tokens_per_epoch=tokens_per_epoch,
+    )
 
 
 class RunEstimate(msgspec.Struct, kw_only=True):
@@ -29,8 +47,15 @@ class RunEstimate(msgspec.Struct, kw_only=True):
     rows: int
     steps: int | None = None
     tokens: int  # estimated tokens processed by the whole job
+    size: RunSize | None = None  # a training run's epochs and steps (core.run_plan)
+
+    @property
+    def warning(self) -> str | None:
+        return self.size.warning if self.size else None
 
     def describe(self) -> str:
+        if self.size is not None:
+            return f"{self.verb} on {self.engine}: {self.source}: {describe_size(self.size, self.engine)}"
         steps = f", {self.steps} step{'' if self.steps == 1 else 's'}" if self.steps else ""
         return f"{self.verb} on {self.engine}: {self.rows} rows from {self.source}{steps}, ~{self.tokens:,} tokens"
 
@@ -59,14 +84,19 @@ def _estimate_training(verb: str, project: Path, config: MachineConfig) -> RunEs
     measured = _measure(project, train.data)
     if measured is None:
         return None
-    source, rows, per_pass = measured
-    batches = math.ceil(rows / train.batch_size)
+    source, rows, per_pass, trained = measured
     if verb == "train-smoke":
-        steps = SMOKE_STEPS
-    else:
-        steps = train.steps if train.steps else batches * train.epochs
-    tokens = per_pass * steps // batches if batches else 0
-    return RunEstimate(verb=verb, engine=train.engine, source=source, rows=rows, steps=steps, tokens=tokens)
+        train = msgspec.structs.replace(train, steps=SMOKE_STEPS, epochs=1)
+    size = run_size(rows, train, trained_tokens_per_epoch=trained, tokens_per_epoch=per_pass)
+    return RunEstimate(
+        verb=verb,
+        engine=train.engine,
+        source=source,
+        rows=rows,
+        steps=size.steps,
+        tokens=size.tokens,
+        size=None if verb == "train-smoke" else size,
+    )
 
 
 def _estimate_eval(
@@ -81,13 +111,13 @@ def _estimate_eval(
     measured = _measure(project, config.eval.data)
     if measured is None:
         return None
-    source, rows, prompt_tokens = measured
+    source, rows, prompt_tokens, _trained = measured
     tokens = prompt_tokens + rows * max_new + probe
     return RunEstimate(verb=verb, engine=config.train.engine, source=source, rows=rows, tokens=tokens)
 
 
-def _measure(project: Path, data: str | None) -> tuple[str, int, int] | None:
-    """(source, rows, estimated tokens) of a chat JSONL file, or of the store's good rows when `data` is None.
+def _measure(project: Path, data: str | None) -> tuple[str, int, int, int] | None:
+    """(source, rows, estimated tokens, of them trained) of a chat JSONL file, or of the store's good rows when `data` is None.
     Lines that do not parse are skipped here: the job reports them precisely."""
     from machine_lsp.core.schema import TrainingRow, decode_training_row
 
@@ -114,10 +144,5 @@ def _measure(project: Path, data: str | None) -> tuple[str, int, int] | None:
                     rows.append(decode_training_row(line))
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     continue
-    return source, len(rows), sum(_row_tokens(row) for row in rows)
-
-
-def _row_tokens(row: Any) -> int:
-    from machine_lsp.core.schema import text_of
-
-    return sum(len(text_of(message)) // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE for message in row.messages)
+    tokens, trained = estimate_tokens(row.messages for row in rows)
+    return source, len(rows), tokens, trained

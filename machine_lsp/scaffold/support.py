@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from machine_lsp.core.run_plan import RunSize, estimate_tokens
 from machine_lsp.core.schema import (
     Message,
     RowFileError,
@@ -16,26 +17,26 @@ from machine_lsp.core.schema import (
     read_training_rows,
 )
 from machine_lsp.scaffold.config import TrainSection
+from machine_lsp.scaffold.estimate import run_size
 
 
 class DataError(ValueError):
     """Training rows cannot be read; the message names the file and line."""
 
 
-def schedule(n_rows: int, cfg: TrainSection) -> list[list[int]]:
+def schedule(n_rows: int, cfg: TrainSection, size: RunSize | None = None) -> list[list[int]]:
     """Row indices of every step's batch: each epoch shuffles with `seed + epoch` and is cut into `batch_size`
-    chunks; `steps` caps the plan (cycling further epochs if it asks for more). A pure function of the config, so
-    a resumed run continues with exactly the batches it would have seen."""
+    chunks; `size` (default: `run_size` without token counts) says how many epochs and steps. A pure function of
+    the config and the rows, so a resumed run continues with exactly the batches it would have seen."""
     if n_rows <= 0:
         return []
-    per_epoch = -(-n_rows // cfg.batch_size)
-    epochs = cfg.epochs if cfg.steps is None else max(cfg.epochs, -(-cfg.steps // per_epoch))
+    size = size or run_size(n_rows, cfg)
     batches: list[list[int]] = []
-    for epoch in range(epochs):
+    for epoch in range(size.epochs):
         order = list(range(n_rows))
         random.Random(cfg.seed + epoch).shuffle(order)
         batches.extend(order[i : i + cfg.batch_size] for i in range(0, n_rows, cfg.batch_size))
-    return batches if cfg.steps is None else batches[: cfg.steps]
+    return batches[: size.steps]
 
 
 def lr_at(step: int, total: int, cfg: TrainSection) -> float:
@@ -83,6 +84,21 @@ def training_conversations(data: str | None, base: Path) -> list[list[Message]]:
     else:
         rows = store_rows(base)
     return [row.messages for row in rows]
+
+
+def planned_size(conversations: list[list[Message]], cfg: TrainSection) -> RunSize:
+    """The run size of `conversations` with token counts estimated from characters (train_sft.py's dry run and
+    the Tinker script's epochs, before any tokenizer is loaded)."""
+    tokens, trained = estimate_tokens(conversations)
+    return run_size(len(conversations), cfg, trained_tokens_per_epoch=trained, tokens_per_epoch=tokens)
+
+
+def datum_size(datums: list[Any], cfg: TrainSection) -> RunSize:
+    """The run size of rendered Datums, from their real token counts (what `machine train run` trains)."""
+    from machine_lsp.engines import render
+
+    counts = render.count_tokens(datums)
+    return run_size(len(datums), cfg, trained_tokens_per_epoch=counts.trained, tokens_per_epoch=counts.tokens)
 
 
 def datums(conversations: list[list[Message]], renderer: Any, cfg: TrainSection) -> list[Any]:

@@ -1,4 +1,4 @@
-"""What `machine serve X` / `machine use X` name: `base`, `latest`, `local://RUN/NAME`, a checkpoint directory,
+"""What `machine serve X` / `machine use X` name: `base`, `latest`, `promoted`, `local://RUN/NAME`, a checkpoint directory,
 or `tinker://…` (served by Tinker itself). Pure path logic: no torch, no network."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from machine_lsp.engines.base import (
 )
 
 BASE = "base"
+PROMOTED = "promoted"  # the checkpoint the eval gate (or `machine train promote`) promoted; base when none
 
 
 class CheckpointError(Exception):
@@ -37,6 +38,13 @@ class Target:
 def resolve(name: str, machine_dir: Path) -> Target:
     """`name` -> Target; CheckpointError with a one-line reason when it does not exist."""
     name = name.strip()
+    if name == PROMOTED:
+        from machine_lsp.core.promotions import PromotionError, read_log
+
+        try:
+            name = read_log(machine_dir).current() or BASE
+        except PromotionError as exc:
+            raise CheckpointError(str(exc)) from None
     if name == BASE:
         return Target(address=BASE, kind="base")
     if name.startswith(TINKER_SCHEME):

@@ -179,7 +179,7 @@ def test_local_dry_run_builds_config_and_first_batch(proj: Path) -> None:
     assert main(["train", "sft", "train.jsonl", "--batch-size", "4", "--epochs", "2"]) == 0
     out = _script(proj, "train_sft.py", "--dry-run")
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "6 rows, 4 steps of batch 4" in out.stdout
+    assert "6 rows x 2 epochs = 4 steps of batch 4 (as configured)" in out.stdout
     assert "first batch: 4 rows," in out.stdout and "trained tokens" in out.stdout
     assert not list((proj / ".machine").glob("runs/*")), "a dry run creates no run"
 
@@ -225,6 +225,10 @@ def test_tinker_verbs_need_yes_without_a_terminal(proj: Path) -> None:
         # what will run and about how many tokens, then the way to go ahead
         assert "runs on Tinker and costs money (" in out.stderr and "tokens): pass --yes" in out.stderr
         assert "on tinker:" in out.stderr
+        if argv == ["train", "run"]:  # the plan comes first, sized by the rows (core.run_plan)
+            assert out.stdout.startswith(
+                "plan: train-run on tinker: train.jsonl: 6 rows x 6 epochs = 6 steps"
+            )
     assert not (proj / ".machine" / "runs").exists()
     out = _cli(proj, "train", "smoke", "--yes", "--engine", "tinker", timeout=60)
     assert out.returncode == 1 and "no Tinker API key" in out.stderr
@@ -327,8 +331,9 @@ def test_cli_smoke_run_cancel_and_eval_on_the_local_engine(proj: Path) -> None:
     from machine_lsp.engines import smollm2
 
     smollm2.ensure_model()
+    # 400 steps: the cancel below always comes long before the end (with 40 a loaded run once finished first)
     assert (
-        main(["train", "sft", "train.jsonl", "--batch-size", "3", "--steps", "40", "--save-every", "2"]) == 0
+        main(["train", "sft", "train.jsonl", "--batch-size", "3", "--steps", "400", "--save-every", "2"]) == 0
     )
 
     smoke = _cli(proj, "train", "smoke", timeout=300)

@@ -191,6 +191,12 @@ def test_resume_continues_after_the_last_checkpoint(cancelled_then_resumed: dict
     assert m["status"] == "done" and m["resumed_from"] == r["manifest"]["last_checkpoint"]
     assert m["checkpoints"][-1]["final"] and m["checkpoints"][-1]["name"] == "step-6"
     assert m["last_checkpoint"].endswith("/step-6")
+    # 6 rows cannot be split into held-out and training rows: the gate says so and promotes nothing
+    gate = m["gate"]
+    assert gate["skipped"] and not gate["promoted"] and gate["metrics"] is None
+    assert gate["reason"].startswith(
+        "gate skipped: 6 rows are too few for a held-out split (the gate needs 12"
+    )
 
 
 def test_eval_jobs_baseline_checkpoint_probe(proj: Path, cancelled_then_resumed: dict, job_env) -> None:  # noqa: ANN001

@@ -27,6 +27,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from machine_lsp.core.run_plan import MIN_STEPS
+
 PROMPTS = {"Tag as good with note…", "Tag as good with rewrite…"}
 SELECTION = {"Tag selection as good…", "Tag selection as bad…"}
 START = time.time()
@@ -183,8 +185,11 @@ async def test_plan_and_sure_failures_are_refused_before_asking(vscode):
     (client.root / "train.jsonl").write_text((row("q", "a") + "\n") * 3)
     plan = await command(client, "machine.train.run", {"data": "train.jsonl", "plan": True})
     assert plan["status"] == "plan" and plan["problem"] is None
-    assert (plan["engine"], plan["data"], plan["rows"], plan["steps"]) == ("local", "train.jsonl", 3, 1)
-    assert plan["model"] and plan["message"].startswith("train-run on local: 3 rows from train.jsonl, 1 step")
+    assert (plan["engine"], plan["data"], plan["rows"]) == ("local", "train.jsonl", 3)
+    # epochs unset: the rows size the run (core.run_plan), and the question says how
+    assert plan["steps"] >= MIN_STEPS
+    assert plan["model"] and plan["message"].startswith("train-run on local: train.jsonl: 3 rows x ")
+    assert f"= {plan['steps']} steps of batch 3 (sized from the rows)" in plan["message"]
     for verb, args, reason in [
         ("machine.train.run", {}, "has no good rows yet"),  # an empty store
         ("machine.train.run", {"data": "missing.jsonl"}, "missing.jsonl: no such file"),

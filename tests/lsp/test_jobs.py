@@ -176,8 +176,12 @@ async def test_long_runs_ask_first(vscode):
     declined = await command(client, "machine.train.run", {"data": "train.jsonl"})
     assert declined["status"] == "declined"
     assert "start the training run?" in client.questions[0].message
-    # what will run and about how many tokens: 2 rows of two 1-character messages, one step
-    assert "train-run on local: 2 rows from train.jsonl, 1 step, ~16 tokens" in client.questions[0].message
+    # what will run, sized from the rows (core.run_plan: 2 tiny rows need many epochs to reach the floors)
+    assert (
+        "train-run on local: train.jsonl: 2 rows x 25 epochs = 25 steps of batch 2 (sized from the rows)"
+        in client.questions[0].message
+    )
+    assert "trained of ~" in client.questions[0].message
     assert [a.title for a in client.questions[0].actions] == ["Run", "Cancel"]
     assert not list((client.root / ".machine").glob("runs/*"))  # nothing ran
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from machine_lsp.core.run_plan import MIN_TRAINED_TOKENS
 from machine_lsp.scaffold.estimate import estimate_job
 
 
@@ -29,11 +30,22 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_training_estimate_counts_rows_steps_and_tokens(project: Path) -> None:
-    run = estimate_job("train-run", project, {"data": "train.jsonl", "engine": "tinker"})
+    run = estimate_job("train-run", project, {"data": "train.jsonl", "engine": "tinker", "epochs": 1})
     assert run is not None
-    # default batch 8, 1 epoch: one step over 3 rows (the broken line is the job's to report)
+    # batch 8, 1 epoch: one step over 3 rows (the broken line is the job's to report), under the floor
     assert (run.rows, run.steps, run.tokens, run.engine) == (3, 1, 60, "tinker")
-    assert run.describe() == "train-run on tinker: 3 rows from train.jsonl, 1 step, ~60 tokens"
+    assert run.describe().startswith(
+        "train-run on tinker: train.jsonl: 3 rows x 1 epoch = 1 step of batch 3 (as configured), ~18 trained of ~60 tokens"
+    )
+    assert run.warning and "too short to move the model" in run.warning and run.warning in run.describe()
+    auto = estimate_job("train-run", project, {"data": "train.jsonl"})
+    # epochs unset: the rows size the run (core.run_plan): 18 trained tokens an epoch -> the token floor rules
+    assert auto is not None and auto.size is not None and auto.size.auto
+    assert (
+        auto.steps == auto.size.epochs
+        and auto.size.trained_tokens >= MIN_TRAINED_TOKENS
+        and auto.warning is None
+    )
     run = estimate_job("train-run", project, {"data": "train.jsonl", "epochs": 3})
     assert run is not None and (run.steps, run.tokens) == (3, 180)
     smoke = estimate_job("train-smoke", project, {"data": "train.jsonl", "batch_size": 2})
