@@ -63,6 +63,8 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     cmp_.add_argument("--no-chart", action="store_true", help="do not write the PNG chart")
     cmp_.set_defaults(func=_eval_compare)
 
+    _register_pairs(ev_sub)
+
     probe = ev_sub.add_parser("probe", help="style-bleed probe of a checkpoint (or the base model)")
     probe.add_argument(
         "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
@@ -70,6 +72,23 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
     _eval_common(probe)
     probe.set_defaults(func=_eval_probe)
+
+
+def _register_pairs(ev_sub: argparse._SubParsersAction) -> None:
+    pairs = ev_sub.add_parser(
+        "pairs",
+        help="preference accuracy and mean reward margin on held-out pairs -> eval_results/pairs-<name>.json",
+    )
+    pairs.add_argument(
+        "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base"
+    )
+    pairs.add_argument(
+        "--data", required=True, metavar="FILE", help="held-out pairs (`machine export pairs` format)"
+    )
+    pairs.add_argument("--beta", type=float, metavar="X", help="reward scale (default: [train] beta, 0.1)")
+    pairs.add_argument("--out", metavar="FILE", help="result file (default: eval_results/pairs-<name>.json)")
+    add_job_args(pairs)
+    pairs.set_defaults(func=_eval_pairs)
 
 
 def _eval_common(p: argparse.ArgumentParser) -> None:
@@ -132,6 +151,22 @@ def _eval_checkpoint(args: argparse.Namespace) -> int:
     payload = _eval_payload(args, args.path)
     confirm_cost(args, resolved_engine(args, args.path), "eval-checkpoint", payload)
     return run_job("eval-checkpoint", payload, raw=args.json)
+
+
+@cli_verb
+def _eval_pairs(args: argparse.Namespace) -> int:
+    check_file(args.data, "pairs data")
+    payload = {
+        "config": args.config,
+        "engine": args.engine,
+        "model": args.model,
+        "data": args.data,
+        "checkpoint": args.path,
+        "beta": args.beta,
+        "out": args.out,
+    }
+    confirm_cost(args, resolved_engine(args, args.path), "eval-pairs", payload)
+    return run_job("eval-pairs", payload, raw=args.json)
 
 
 @cli_verb

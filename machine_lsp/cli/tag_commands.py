@@ -16,7 +16,7 @@ from rich.table import Table
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.core.conflicts import standing
-from machine_lsp.core.export import describe_copy, exchange_copies, export_pairs, export_sft
+from machine_lsp.core.export import describe_copy, exchange_copies, export_kto, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
 from machine_lsp.core.sessions import resolve_from
@@ -82,7 +82,10 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
 
     export = sub.add_parser("export", help="export tagged turns as training data")
     export.add_argument(
-        "format", choices=["sft", "pairs"], help="sft: good rows as chat JSONL; pairs: preferences"
+        "format",
+        choices=["sft", "pairs", "kto"],
+        help="sft: good rows as chat JSONL; pairs: DPO comparisons (rewrites, good/bad on a prompt); "
+        "kto: every good and bad tag, unpaired",
     )
     export.add_argument("--out", type=Path, metavar="FILE", help="write here instead of stdout")
     export.set_defaults(func=_export_command)
@@ -308,9 +311,12 @@ def _export_command(args: argparse.Namespace) -> int:
                 )
             lines = [encode(row) for row in export_sft(records)]
             what = "training rows (good tags, rewrites applied)"
-        else:
+        elif args.format == "pairs":
             lines = [msgspec.json.encode(pair) for pair in export_pairs(records)]
-            what = "preference pairs"
+            what = "preference pairs (tinker-cookbook comparisons, chosen = A)"
+        else:
+            lines = [msgspec.json.encode(row) for row in export_kto(records)]
+            what = "KTO examples (good: desirable, bad: undesirable)"
         payload = b"".join(line + b"\n" for line in lines)
         if args.out is None:
             try:

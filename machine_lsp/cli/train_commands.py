@@ -56,6 +56,7 @@ def _register_sft(train_sub: argparse._SubParsersAction) -> None:
     sft.add_argument("--batch-size", type=int, metavar="B")
     sft.add_argument("--save-every", type=int, metavar="N", help="checkpoint every N steps (0: final only)")
     sft.add_argument("--eval-data", metavar="FILE", help="held-out eval JSONL for [eval] data")
+    _add_objective_args(sft)
     sft.add_argument("--force", action="store_true", help="overwrite train_sft.py / machine.toml")
     sft.set_defaults(func=_sft)
 
@@ -67,12 +68,27 @@ def _register_smoke(train_sub: argparse._SubParsersAction) -> None:
     smoke.add_argument(
         "--data", metavar="FILE", help="training JSONL (default: machine.toml, else the store)"
     )
+    _add_objective_args(smoke)
     add_job_args(smoke)
     smoke.set_defaults(func=_smoke)
 
 
+def _add_objective_args(parser: argparse.ArgumentParser) -> None:
+    from machine_lsp.engines.objectives import OBJECTIVE_NAMES, REGISTRY
+
+    parser.add_argument(
+        "--objective",
+        choices=OBJECTIVE_NAMES,
+        help="the loss (machine.toml [train] objective): "
+        + "; ".join(f"{name}: {spec.summary}" for name, spec in REGISTRY.items()),
+    )
+    parser.add_argument("--beta", type=float, metavar="X", help="dpo/kto: distance to the reference (0.1)")
+
+
 def _register_run(train_sub: argparse._SubParsersAction) -> None:
-    run = train_sub.add_parser("run", help="the configured SFT as a job: progress, checkpoints, loss.png")
+    run = train_sub.add_parser(
+        "run", help="the configured training (sft, dpo or kto) as a job: progress, checkpoints, loss.png"
+    )
     run.add_argument("--resume", metavar="RUN", help="continue a run (id, id prefix, or checkpoint address)")
     run.add_argument("--data", metavar="FILE", help="training JSONL (default: machine.toml, else the store)")
     run.add_argument("--steps", type=int, metavar="N", help="override the step cap")
@@ -80,6 +96,7 @@ def _register_run(train_sub: argparse._SubParsersAction) -> None:
     run.add_argument("--lr", type=float, metavar="X")
     run.add_argument("--batch-size", type=int, metavar="B")
     run.add_argument("--save-every", type=int, metavar="N")
+    _add_objective_args(run)
     add_job_args(run)
     run.set_defaults(func=_run)
 
@@ -111,6 +128,8 @@ def _sft(args: argparse.Namespace) -> int:
         "rank": args.rank,
         "batch_size": args.batch_size,
         "save_every": args.save_every,
+        "objective": args.objective,
+        "beta": args.beta,
     }
     config = apply_overrides(MachineConfig(), train, {"data": eval_data})
     served = configured_base_url(cwd)  # `machine tinker serve` wrote it: a rewritten machine.toml keeps it
@@ -151,6 +170,8 @@ def _train_payload(args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": getattr(args, "batch_size", None),
         "save_every": getattr(args, "save_every", None),
         "resume": getattr(args, "resume", None),
+        "objective": getattr(args, "objective", None),
+        "beta": getattr(args, "beta", None),
     }
 
 

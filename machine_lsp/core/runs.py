@@ -82,6 +82,9 @@ class RunManifest(msgspec.Struct):
     gate: dict[str, Any] | None = (
         None  # the eval gate's verdict on the final checkpoint (core.gate.GateResult)
     )
+    # the loss and how its data was built: name, beta (dpo, kto), KTO's weights, counts (pairs from rewrites and
+    # from good/bad tags, ties skipped, desirable/undesirable examples); None for runs before objectives
+    objective: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
     error_kind: str | None = None

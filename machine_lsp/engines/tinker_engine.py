@@ -4,8 +4,9 @@
   The key is read by the SDK only; this module never prints, logs or stores it (errors name the variable).
 * Base model: `thinkingmachines/Inkling-Small` by default, rendered with the cookbook's recommended renderer
   (`tml_v0`; its tokenizer ships with `tml-renderers`, so rendering works offline).
-* Data: the same `tinker.Datum`s as the local engine (`machine_lsp.engines.render`), sent with the `cross_entropy`
-  loss; the reported loss is the cookbook's `compute_mean_nll` (sum(w * -logp) / sum(w)) over the batch.
+* Data: the same `tinker.Datum`s as the local engine (`machine_lsp.engines.render`). SFT (the default objective)
+  sends the `cross_entropy` loss and reports the cookbook's `compute_mean_nll` (sum(w * -logp) / sum(w)); DPO and
+  KTO go through `forward_backward_custom` (`tinker_objectives.py`).
 * Time bounds: with a key set and the service unreachable the SDK blocks for minutes in nested retries. Every SDK
   call that can block before returning a future (session and client creation, sampling) runs in a worker thread
   with a deadline; training calls wait on the SDK future's own `result(timeout=)`, with no thread. `preflight()` answers within
@@ -39,6 +40,7 @@ from machine_lsp.core.redact import redact_url, redact_urls
 from machine_lsp.core.runs import process_started_monotonic
 from machine_lsp.engines import render
 from machine_lsp.engines.base import TINKER_SCHEME, EngineError, LoraSettings, OptimizerSettings, StepStats
+from machine_lsp.engines.objectives import Objective, spec_for
 from machine_lsp.engines.tinker_url import URL_ENV, is_local_url, resolve_base_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -436,6 +438,15 @@ class TinkerEngine:
             )
         return TinkerSampler(self, renderer, client, checkpoint)
 
+    def scorer_for(self, model: str, checkpoint: str | None) -> Any:
+        """Completion log-probs under `checkpoint` and the base model (held-out preference evals)."""
+        from machine_lsp.engines.tinker_objectives import TinkerScorer
+
+        policy = self.sampler_for(model, checkpoint).client
+        return TinkerScorer(
+            self, policy, policy if checkpoint is None else self.sampler_for(model, None).client
+        )
+
     def reload_checkpoint(self, checkpoint: str) -> Any:
         """A sampling client for `checkpoint` rebuilt from its training state, in a fresh LoRA adapter.
 
@@ -459,6 +470,11 @@ class TinkerEngine:
         return _bounded(load, self.create_timeout, "reload checkpoint", self.base_url)
 
 
+def _custom(objective: Objective | None) -> bool:
+    """True when `objective` is a log-prob loss (DPO, KTO) rather than Tinker's built-in cross-entropy."""
+    return objective is not None and spec_for(objective).builtin is None
+
+
 def _adam_params(settings: OptimizerSettings, learning_rate: float) -> Any:
     import tinker
 
@@ -470,9 +486,17 @@ def _adam_params(settings: OptimizerSettings, learning_rate: float) -> Any:
 class TinkerPendingStep:
     """A step on Tinker: its `forward_backward` and `optim_step` futures, both already submitted."""
 
-    def __init__(self, trainer: TinkerTrainer, data: list[tinker.Datum], fwd_bwd: Any, optim: Any) -> None:
+    def __init__(
+        self,
+        trainer: TinkerTrainer,
+        data: list[tinker.Datum],
+        fwd_bwd: Any,
+        optim: Any,
+        objective: Objective | None = None,
+    ) -> None:
         self.trainer = trainer
         self.data = data
+        self.objective = objective
         self.fwd_bwd = fwd_bwd
         self.optim = optim
         self.submitted = time.perf_counter()
@@ -487,7 +511,7 @@ class TinkerPendingStep:
             wait = self.trainer.wait
             out = wait(self.fwd_bwd, "forward_backward", timeout)
             wait(self.optim, "optim_step", timeout)
-            self._stats = self.trainer.stats(self.data, out, self.submitted)
+            self._stats = self.trainer.stats(self.data, out, self.submitted, self.objective)
         return self._stats
 
 
@@ -510,6 +534,16 @@ class TinkerTrainer:
         self.run_dir = Path(run_dir)
         self.optimizer = optimizer or OptimizerSettings()
         self.last_state_path: str | None = None
+        self._reference: Any = None
+
+    def reference_client(self) -> Any:
+        """The reference for log-prob objectives: the weights when it is first asked for (the run's start)."""
+        if self._reference is None:
+            self._reference = self._call(
+                lambda: self.client.save_weights_and_get_sampling_client().result(),
+                "reference sampling client",
+            )
+        return self._reference
 
     def _call(self, fn: Callable[[], T], what: str) -> T:
         return _bounded(fn, self.engine.call_timeout, what, self.engine.base_url)
@@ -531,11 +565,19 @@ class TinkerTrainer:
     def _wait(self, submit: Callable[[], Any], what: str) -> Any:
         return self.wait(self._submit(submit, what), what)
 
-    def stats(self, data: list[tinker.Datum], out: Any, started: float) -> StepStats:
+    def stats(
+        self, data: list[tinker.Datum], out: Any, started: float, objective: Objective | None = None
+    ) -> StepStats:
         from tinker_cookbook.supervised.common import compute_mean_nll
 
-        logprobs = [o["logprobs"] for o in out.loss_fn_outputs]
-        loss = compute_mean_nll(logprobs, [d.loss_fn_inputs["weights"] for d in data])
+        metrics: dict[str, float] = {}
+        if _custom(objective):
+            from machine_lsp.engines.tinker_objectives import loss_and_metrics
+
+            loss, metrics = loss_and_metrics(objective, out)  # type: ignore[arg-type]
+        else:
+            logprobs = [o["logprobs"] for o in out.loss_fn_outputs]
+            loss = compute_mean_nll(logprobs, [d.loss_fn_inputs["weights"] for d in data])
         if not math.isfinite(loss):
             raise EngineError(f"Tinker returned a non-finite loss ({loss})")
         counts = render.count_tokens(data)
@@ -544,6 +586,7 @@ class TinkerTrainer:
             tokens=counts.tokens,
             trained_tokens=counts.trained,
             seconds=time.perf_counter() - started,
+            metrics=metrics,
         )
 
     def _data(self, batch: Sequence[tinker.Datum]) -> list[tinker.Datum]:
@@ -552,25 +595,37 @@ class TinkerTrainer:
             raise EngineError("forward_backward needs at least one datum")
         return data
 
-    def forward_backward(self, batch: Sequence[tinker.Datum]) -> StepStats:
+    def _submit_loss(self, data: list[tinker.Datum], objective: Objective | None) -> Any:
+        """The forward_backward future of `objective`: SFT's built-in `cross_entropy`, else the cookbook's
+        forward_backward_custom with the objective's loss (tinker_objectives.py)."""
+        if _custom(objective):
+            from machine_lsp.engines.tinker_objectives import submit_objective_step
+
+            return submit_objective_step(self, data, objective)  # type: ignore[arg-type]
+        return self._submit(lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward")
+
+    def forward_backward(
+        self, batch: Sequence[tinker.Datum], objective: Objective | None = None
+    ) -> StepStats:
         data = self._data(batch)
         started = time.perf_counter()
-        out = self._wait(lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward")
-        return self.stats(data, out, started)
+        out = self.wait(self._submit_loss(data, objective), "forward_backward")
+        return self.stats(data, out, started, objective)
 
     def optim_step(self, learning_rate: float) -> None:
         params = _adam_params(self.optimizer, learning_rate)
         self._wait(lambda: self.client.optim_step(params), "optim_step")
 
-    def submit_step(self, batch: Sequence[tinker.Datum], learning_rate: float) -> TinkerPendingStep:
-        """`forward_backward` and `optim_step` submitted back to back; nothing is awaited here."""
+    def submit_step(
+        self, batch: Sequence[tinker.Datum], learning_rate: float, objective: Objective | None = None
+    ) -> TinkerPendingStep:
+        """`forward_backward` and `optim_step` submitted back to back; nothing is awaited here (a log-prob
+        objective awaits its reference log-probs first: its loss needs them)."""
         data = self._data(batch)
         params = _adam_params(self.optimizer, learning_rate)
-        fwd_bwd = self._submit(
-            lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward"
-        )
+        fwd_bwd = self._submit_loss(data, objective)
         optim = self._submit(lambda: self.client.optim_step(params), "optim_step")
-        return TinkerPendingStep(self, data, fwd_bwd, optim)
+        return TinkerPendingStep(self, data, fwd_bwd, optim, objective)
 
     def save(self, name: str, *, ttl_seconds: int | None = None) -> str:
         """Training state (for resume) and sampler weights, submitted together; returns the sampler address."""

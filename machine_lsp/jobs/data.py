@@ -22,7 +22,7 @@ def resolve(cwd: Path, path: str) -> Path:
     return p if p.is_absolute() else cwd / p
 
 
-def _validate_or_fail(path: Path, kind: str, ctx: JobContext | None) -> None:
+def validate_or_fail(path: Path, kind: str, ctx: JobContext | None) -> None:
     """Run the core validator; errors stop the job with the first few findings, warnings are logged."""
     from machine_lsp.core import validate
 
@@ -62,7 +62,7 @@ def training_data(
         path = resolve(ctx.cwd, data)
         if not path.is_file():
             raise JobError(f"{data}: no such file" if not path.exists() else f"{data}: not a file")
-        _validate_or_fail(path, "train", ctx)
+        validate_or_fail(path, "train", ctx)
         rows = read_training_file(path)
         snapshot = runs.DataSnapshot(
             role="train", source=str(path), path=str(path), sha256=runs.sha256_file(path), rows=len(rows)

@@ -142,7 +142,7 @@ def _sample_all(ctx: JobContext, sampler: Any, prompts: list[Any], max_tokens: i
     return outputs
 
 
-def _write(ctx: JobContext, out: Path, payload: bytes) -> str:
+def write_file(ctx: JobContext, out: Path, payload: bytes) -> str:
     from machine_lsp.core.safe_files import write_output
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +214,7 @@ def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -
         probe=probe,
         run_id=ctx.run_id,
     )
-    rel = _write(ctx, resolve(ctx.cwd, args.out or default_out), evals.encode_result(result))
+    rel = write_file(ctx, resolve(ctx.cwd, args.out or default_out), evals.encode_result(result))
     return _report_eval(ctx, result, probe, rel)
 
 
@@ -317,7 +317,7 @@ def eval_probe(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
         run_id=ctx.run_id,
     )
     out = resolve(ctx.cwd, args.out or f"{RESULTS_DIR}/probe-{name}.json")
-    rel = _write(ctx, out, evals.encode_result(report))
+    rel = write_file(ctx, out, evals.encode_result(report))
     bled = [r for r in probe.rows if r.bleeds]
     summary = {
         "name": name,

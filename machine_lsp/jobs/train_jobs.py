@@ -27,12 +27,12 @@ import msgspec
 
 from machine_lsp.core import runs
 from machine_lsp.core.run_plan import RunSize, describe_size
-from machine_lsp.core.schema import TrainingRow
+from machine_lsp.core.schema import Message
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
-from machine_lsp.jobs.data import training_data
-from machine_lsp.jobs.gate_jobs import hold_out, run_gate
+from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
 from machine_lsp.jobs.runner import JobContext, JobError
+from machine_lsp.jobs.step_data import StepData, load_rows, step_data
 from machine_lsp.scaffold.config import TRAIN_KEYS, MachineConfig, TrainSection
 from machine_lsp.scaffold.support import datum_size, lora_settings, lr_at, schedule
 
@@ -56,6 +56,8 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     seed: int | None = None
     threads: int | None = None
     resume: str | None = None
+    objective: Literal["sft", "dpo", "kto"] | None = None
+    beta: float | None = None
     sample_max_tokens: int = 24
 
 
@@ -73,27 +75,6 @@ class StepRecord(msgspec.Struct):
     tokens: int
     trained_tokens: int
     seconds: float
-
-
-def _datums(labelled: list[tuple[str, TrainingRow]], renderer: Any, cfg: TrainSection) -> list[Any]:
-    from machine_lsp.engines import render
-    from machine_lsp.engines.base import EngineError
-
-    out = []
-    for where, row in labelled:
-        try:
-            out.append(
-                render.to_datum(
-                    row.messages,
-                    renderer,
-                    train_on=cfg.train_on,
-                    max_length=cfg.max_length,
-                    tools=row.extra.get("tools"),
-                )
-            )
-        except EngineError as exc:
-            raise JobError(f"{where}: {exc}") from None
-    return out
 
 
 def _resume_point(ctx: JobContext, ref: str, engine: str) -> tuple[str, int]:
@@ -137,27 +118,37 @@ def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
 def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
     config = _config(ctx, args, smoke)
     cfg = config.train
-    labelled, snapshot = training_data(ctx, cfg.data)
-    held = None
-    if not smoke:  # the eval gate's rows are held out before anything trains on them
-        labelled, snapshot, held = hold_out(ctx, config, labelled, snapshot)
+    loaded = load_rows(ctx, cfg)  # chat rows, pairs or KTO examples, per objective
+    held: HeldOut | None = None  # a smoke run is not gated
+    if (
+        not smoke and cfg.objective == "sft"
+    ):  # the eval gate's rows are held out before anything trains on them
+        rows, snapshot, held = hold_out(ctx, config, loaded.rows, loaded.snapshot)
+        loaded = msgspec.structs.replace(loaded, rows=rows, snapshot=snapshot)
+    elif (
+        not smoke
+    ):  # the gate scores answers to held-out chat prompts; a preference run has none of its own yet
+        held = HeldOut(skip=f"the gate evaluates held-out chat rows; a {cfg.objective} run is not gated yet")
+    snapshot = loaded.snapshot
     ctx.add_data(snapshot)
-    ctx.log(f"data: {snapshot.rows} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})")
+    ctx.log(
+        f"data: {snapshot.rows} {cfg.objective} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})"
+    )
 
     engine = make_engine(ctx, cfg.engine, cfg.threads)
     model = served_model(ctx, engine, cfg.resolved_model())
-    datums = _datums(labelled, _renderer(engine, model), cfg)
-    size = _run_size(ctx, datums, cfg, smoke)
-    plan = schedule(len(datums), cfg, size)
+    data = step_data(ctx, cfg, loaded, _renderer(engine, model))
+    size = _run_size(ctx, data, cfg, smoke)
+    plan = schedule(data.count, cfg, size)
     start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine, len(plan))
     trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
 
-    loop = _TrainLoop(ctx, cfg, trainer, datums, plan, start_step)
+    loop = _TrainLoop(ctx, cfg, trainer, data, plan, start_step)
     sample: dict[str, str] | None = None
     try:
         loop.run(smoke)
         if smoke:
-            sample = _sample_one(ctx, trainer, labelled[plan[0][0]][1], len(plan), args.sample_max_tokens)
+            sample = _sample_one(ctx, trainer, data.prompt(plan[0][0]), len(plan), args.sample_max_tokens)
     finally:
         loss_png = loop.close()
     result, message = _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
@@ -169,9 +160,9 @@ def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, 
     return result, message
 
 
-def _run_size(ctx: JobContext, datums: list[Any], cfg: TrainSection, smoke: bool) -> RunSize:
-    """The run's epochs and steps from the rows' real token counts (core.run_plan), logged with its warning."""
-    size = datum_size(datums, cfg)
+def _run_size(ctx: JobContext, data: StepData, cfg: TrainSection, smoke: bool) -> RunSize:
+    """The run's epochs and steps from the units' real token counts (core.run_plan), logged with its warning."""
+    size = datum_size([datum for unit in data.units for datum in unit], cfg, units=data.count)
     if not smoke:
         ctx.log(f"plan: {describe_size(size, cfg.engine)}", "warning" if size.warning else "info")
     return size
@@ -234,11 +225,11 @@ class _TrainLoop:
         ctx: JobContext,
         cfg: TrainSection,
         trainer: Any,
-        datums: list[Any],
+        data: StepData,
         plan: list[list[int]],
         start_step: int,
     ) -> None:
-        self.ctx, self.cfg, self.trainer, self.datums, self.plan = ctx, cfg, trainer, datums, plan
+        self.ctx, self.cfg, self.trainer, self.data, self.plan = ctx, cfg, trainer, data, plan
         self.start_step = start_step
         self.total = len(plan)
         self.history: list[StepRecord] = []
@@ -278,11 +269,11 @@ class _TrainLoop:
     def submit(self, step: int) -> _Submitted:
         from machine_lsp.engines.base import EngineError
 
-        batch = [self.datums[i] for i in self.plan[step - 1]]
+        batch, objective = self.data.batch(self.plan[step - 1])
         lr = lr_at(step, self.total, self.cfg)
         submitted = time.perf_counter()
         try:
-            pending = self.trainer.submit_step(batch, lr)
+            pending = self.trainer.submit_step(batch, lr, objective)
         except EngineError as exc:
             raise JobError(f"step {step}: {exc}", kind="engine") from None
         return _Submitted(step, lr, pending, submitted)
@@ -353,14 +344,12 @@ class _TrainLoop:
 
 
 def _sample_one(
-    ctx: JobContext, trainer: Any, row: TrainingRow, total: int, max_tokens: int
+    ctx: JobContext, trainer: Any, prompt: list[Message], total: int, max_tokens: int
 ) -> dict[str, str]:
-    """The smoke run's one sample: the first trained row's prompt, up to its last assistant message."""
+    """The smoke run's one sample: an answer to the first trained row's prompt (up to its last assistant message)."""
     from machine_lsp.core.schema import text_of
     from machine_lsp.engines.base import EngineError
 
-    prompt = row.messages
-    prompt = prompt[: max(i for i, m in enumerate(prompt) if m.role == "assistant")]
     ctx.emit(ev.Progress(done=total, total=total, message="sampling one answer"))
     try:
         output = trainer.sampler().sample([prompt], max_tokens)[0]

@@ -23,13 +23,22 @@ VERBS: dict[str, VerbSpec] = {
         "machine_lsp.jobs.train_jobs", "train_smoke", "TrainArgs", "2 real steps, then one sample"
     ),
     "train-run": VerbSpec(
-        "machine_lsp.jobs.train_jobs", "train_run", "TrainArgs", "the configured SFT run with checkpoints"
+        "machine_lsp.jobs.train_jobs",
+        "train_run",
+        "TrainArgs",
+        "the configured run (sft, dpo or kto) with checkpoints",
     ),
     "eval-baseline": VerbSpec(
         "machine_lsp.jobs.eval_jobs", "eval_baseline", "EvalArgs", "evaluate the base model on held-out rows"
     ),
     "eval-checkpoint": VerbSpec(
         "machine_lsp.jobs.eval_jobs", "eval_checkpoint", "EvalArgs", "evaluate a checkpoint on held-out rows"
+    ),
+    "eval-pairs": VerbSpec(
+        "machine_lsp.jobs.pair_eval_jobs",
+        "eval_pairs",
+        "EvalPairsArgs",
+        "preference accuracy and reward margin of a checkpoint on held-out pairs",
     ),
     "eval-probe": VerbSpec(
         "machine_lsp.jobs.eval_jobs", "eval_probe", "EvalArgs", "style-bleed probe of a checkpoint"

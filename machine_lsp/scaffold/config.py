@@ -13,6 +13,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from machine_lsp.engines.objectives import OBJECTIVE_NAMES
+from machine_lsp.engines.objectives.base import DEFAULT_BETA
+
 CONFIG_FILE = "machine.toml"
 LOCAL_DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TINKER_DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
@@ -43,6 +46,8 @@ TRAIN_KEYS = (
     "max_length",
     "seed",
     "threads",
+    "objective",
+    "beta",
 )
 
 
@@ -67,6 +72,11 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     adam_beta2: float = 0.95
     adam_eps: float = 1e-8
     checkpoint_ttl: int = CHECKPOINT_TTL_S  # seconds Tinker keeps an intermediate checkpoint; 0: forever
+    # The loss (machine_lsp.engines.objectives): sft on good rows, dpo on pairs, kto on every good and bad tag
+    objective: str = "sft"
+    beta: float = DEFAULT_BETA  # dpo, kto: how far the policy may move from the reference
+    kto_desirable_weight: float = 1.0  # kto: weight of a good example's loss (TRL's desirable_weight)
+    kto_undesirable_weight: float = 1.0  # kto: weight of a bad example's loss (TRL's undesirable_weight)
 
     def __post_init__(self) -> None:
         checks = [
@@ -87,6 +97,11 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             (
                 self.checkpoint_ttl == 0 or self.checkpoint_ttl >= 3600,
                 "checkpoint_ttl must be 0 or >= 3600 s",
+            ),
+            (self.objective in OBJECTIVE_NAMES, f"objective must be one of {', '.join(OBJECTIVE_NAMES)}"),
+            (
+                self.beta > 0 and self.kto_desirable_weight > 0 and self.kto_undesirable_weight > 0,
+                "beta, kto_desirable_weight and kto_undesirable_weight must be > 0",
             ),
         ]
         for ok, message in checks:
@@ -229,6 +244,10 @@ _COMMENTS = {
     "adam_beta2": "Adam beta2, both engines",
     "adam_eps": "Adam epsilon, both engines",
     "checkpoint_ttl": "seconds Tinker keeps intermediate checkpoints (the final is kept); 0 = keep all",
+    "objective": "sft (good rows) | dpo (pairs: rewrites, good+bad on a prompt) | kto (every good and bad tag)",
+    "beta": "dpo/kto: how far from the reference (base) model the policy may move",
+    "kto_desirable_weight": "kto: weight of good examples' loss",
+    "kto_undesirable_weight": "kto: weight of bad examples' loss",
     "format_pattern": "the trained answer format (format-compliance rate)",
     "bleed_pattern": "a probe answer matching this leaks the format; unset = the format's literal prefix",
     "probe_questions": "extra off-distribution probe questions (one per line, or JSONL)",

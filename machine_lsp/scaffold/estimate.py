@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core.run_plan import RunSize, describe_size, estimate_tokens, size_run
+from machine_lsp.core.run_plan import CHARS_PER_TOKEN, RunSize, describe_size, estimate_tokens, size_run
 from machine_lsp.scaffold.config import (
     ConfigError,
     MachineConfig,
@@ -21,7 +21,7 @@ from machine_lsp.scaffold.config import (
 )
 
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
-TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size")
+TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size", "objective")
 EVAL_KEYS = ("data", "max_tokens")
 BUILTIN_PROBE_QUESTIONS = 12  # rough size of the built-in bleed probe, for the estimate only
 
@@ -81,7 +81,9 @@ def estimate_job(verb: str, project: Path, job_args: dict[str, Any]) -> RunEstim
 
 def _estimate_training(verb: str, project: Path, config: MachineConfig) -> RunEstimate | None:
     train = config.train
-    measured = _measure(project, train.data)
+    measured = (
+        _measure(project, train.data) if train.objective == "sft" else _measure_preference(project, train)
+    )
     if measured is None:
         return None
     source, rows, per_pass, trained = measured
@@ -146,3 +148,51 @@ def _measure(project: Path, data: str | None) -> tuple[str, int, int, int] | Non
                     continue
     tokens, trained = estimate_tokens(row.messages for row in rows)
     return source, len(rows), tokens, trained
+
+
+def _measure_preference(project: Path, train: Any) -> tuple[str, int, int, int] | None:
+    """(source, pairs or KTO examples, estimated tokens of a pass, of them trained): a DPO pair trains two
+    sequences (the prompt with each completion), a KTO example two (its own and a mismatched one for the KL
+    point); the completions are the trained tokens. A Tie trains nothing."""
+    from machine_lsp.core import preference
+    from machine_lsp.core.schema import RowFileError
+
+    kind = "pairs" if train.objective == "dpo" else "KTO examples"
+    if train.data is None:
+        from machine_lsp.core.export import build_kto, build_pairs
+        from machine_lsp.core.store import Store, StoreError
+
+        try:
+            records = Store.open(project).records()
+        except (OSError, StoreError):
+            return None
+        rows: list[Any] = (build_pairs if train.objective == "dpo" else build_kto)(records)[0]
+        source = f"the store's {kind}"
+    else:
+        path = Path(train.data) if Path(train.data).is_absolute() else project / train.data
+        read = preference.read_comparison_rows if train.objective == "dpo" else preference.read_kto_rows
+        try:
+            rows = [row for _, row in read(path)]
+        except RowFileError:
+            return None
+        source = path.name
+    prompt_chars = completion_chars = 0
+    for row in rows:
+        if isinstance(row, preference.ComparisonRow):
+            sides = row.chosen_rejected()
+            if sides is not None:
+                prompt_chars += 2 * _chars(row.comparison.prompt_conversation)
+                completion_chars += _chars(sides[0]) + _chars(sides[1])
+        else:
+            prompt_chars += 2 * _chars(row.prompt)
+            completion_chars += 2 * _chars(row.completion)
+    return (
+        source,
+        len(rows),
+        (prompt_chars + completion_chars) // CHARS_PER_TOKEN,
+        completion_chars // CHARS_PER_TOKEN,
+    )
+
+
+def _chars(messages: list[dict[str, Any]]) -> int:
+    return len(msgspec.json.encode(messages))

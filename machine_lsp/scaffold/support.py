@@ -93,12 +93,14 @@ def planned_size(conversations: list[list[Message]], cfg: TrainSection) -> RunSi
     return run_size(len(conversations), cfg, trained_tokens_per_epoch=trained, tokens_per_epoch=tokens)
 
 
-def datum_size(datums: list[Any], cfg: TrainSection) -> RunSize:
-    """The run size of rendered Datums, from their real token counts (what `machine train run` trains)."""
+def datum_size(datums: list[Any], cfg: TrainSection, units: int | None = None) -> RunSize:
+    """The run size of rendered Datums, from their real token counts (what `machine train run` trains); `units`:
+    how many units the schedule batches when a unit is more than one datum (a DPO pair is two)."""
     from machine_lsp.engines import render
 
     counts = render.count_tokens(datums)
-    return run_size(len(datums), cfg, trained_tokens_per_epoch=counts.trained, tokens_per_epoch=counts.tokens)
+    n = len(datums) if units is None else units
+    return run_size(n, cfg, trained_tokens_per_epoch=counts.trained, tokens_per_epoch=counts.tokens)
 
 
 def datums(conversations: list[list[Message]], renderer: Any, cfg: TrainSection) -> list[Any]:

@@ -138,9 +138,12 @@ def test_export_sft_and_pairs(project: Path, capsys: pytest.CaptureFixture[str])
 
     code, out, _ = run(capsys, "export", "pairs")
     [pair] = [msgspec.json.decode(line) for line in out.splitlines()]
-    assert set(pair) == {"prompt", "chosen", "rejected"}
-    assert pair["chosen"][0]["content"] == "answer: 42"
-    assert pair["rejected"][0]["content"] == "The answer is 42."
+    assert (
+        set(pair) == {"comparison", "label"} and pair["label"] == "A"
+    )  # tinker-cookbook's LabeledComparison
+    assert set(pair["comparison"]) == {"prompt_conversation", "completion_A", "completion_B"}
+    assert pair["comparison"]["completion_A"][0]["content"] == "answer: 42"
+    assert pair["comparison"]["completion_B"][0]["content"] == "The answer is 42."
 
 
 def test_export_to_a_missing_folder_is_a_clear_error(

@@ -44,19 +44,20 @@ def test_pairs_from_a_bad_and_a_good_answer_to_the_same_prompt(store: Store) -> 
     # bad vs rewrite, and rewrite vs its original: the same rejected text, so one pair.
     assert len(pairs) == 1
     [pair] = pairs
-    assert [m["role"] for m in pair["prompt"]] == ["user", "assistant", "user"]
-    assert pair["chosen"] == [
+    assert pair.label == "A"  # the chosen answer is completion_A
+    assert [m["role"] for m in pair.comparison.prompt_conversation] == ["user", "assistant", "user"]
+    assert pair.comparison.completion_A == [
         {"role": "assistant", "content": "Fixed, and added a test for '1,234.50'. All 5 tests pass."}
     ]
-    assert pair["rejected"][0]["content"].startswith("Fixed: `parse_amount`")
+    assert pair.comparison.completion_B[0]["content"].startswith("Fixed: `parse_amount`")
 
 
 def test_a_rewrite_alone_yields_rewrite_over_original(store: Store) -> None:
     tag(store, turn_at(load_turns(CHAT), 2), "good", rewrite="answer: 42")
     [pair] = export_pairs(store.records())
-    assert pair["chosen"][0]["content"] == "answer: 42"
-    assert pair["rejected"][0]["content"] == "The answer is 42."
-    assert pair["prompt"][-1] == {"role": "user", "content": "What is 12 + 30?"}
+    assert pair.comparison.completion_A[0]["content"] == "answer: 42"
+    assert pair.comparison.completion_B[0]["content"] == "The answer is 42."
+    assert pair.comparison.prompt_conversation[-1] == {"role": "user", "content": "What is 12 + 30?"}
 
 
 def test_pairs_need_a_shared_prompt(store: Store) -> None:
@@ -81,7 +82,10 @@ def test_every_good_answer_pairs_with_every_bad_one_for_a_prompt(store: Store, t
     tag(store, turn_at(turns, 3), "bad")
     tag(store, turn_at(turns, 4), "bad")
     pairs = export_pairs(store.records())
-    assert sorted((p["chosen"][0]["content"], p["rejected"][0]["content"]) for p in pairs) == [
+    sides = [
+        (p.comparison.completion_A[0]["content"], p.comparison.completion_B[0]["content"]) for p in pairs
+    ]
+    assert sorted(sides) == [
         ("56", "It is 54."),
         ("56", "answer: 54"),
         ("answer: 56", "It is 54."),

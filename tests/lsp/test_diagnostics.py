@@ -259,3 +259,29 @@ async def test_open_pass_equals_the_line_by_line_check(client):
     assert [d[3] for d in found].count("train-eval-leak") == 1 and "duplicate-row" not in [
         d[3] for d in found
     ]
+
+
+async def test_pairs_and_kto_files_get_their_own_checks_live(vscode):
+    """A DPO pairs file and a KTO file are told from chat rows by their first row, and checked as such (the same
+    checks as `machine train validate`), not flagged as another chat format."""
+    user = [{"role": "user", "content": "What is 2 plus 2?"}]
+    good = [{"role": "assistant", "content": "answer: 4"}]
+    bad = [{"role": "assistant", "content": "Sure! It is 4."}]
+
+    def pair(a: list, b: list) -> str:
+        return json.dumps(
+            {"comparison": {"prompt_conversation": user, "completion_A": a, "completion_B": b}, "label": "A"}
+        )
+
+    text = pair(good, bad) + "\n" + pair(good, good) + "\n"
+    uri = open_doc(vscode, vscode.root / "pairs.jsonl", text)
+    found = await diagnostics(vscode, uri)
+    assert [(d.code, d.range.start.line) for d in found] == [("pair-same-sides", 1)], found
+    assert found[0].range.start.character == pair(good, good).rindex("[{")
+    kto = [
+        json.dumps({"prompt": user, "completion": good, "label": True}),
+        json.dumps({"prompt": user, "completion": [], "label": False}),
+    ]
+    uri = open_doc(vscode, vscode.root / "kto.jsonl", "\n".join(kto) + "\n")
+    found = await diagnostics(vscode, uri)
+    assert [(d.code, d.range.start.line) for d in found] == [("kto-empty-completion", 1)], found

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from machine_lsp.core.run_plan import MIN_TRAINED_TOKENS
+from machine_lsp.core.run_plan import MIN_STEPS, MIN_TRAINED_TOKENS
 from machine_lsp.scaffold.estimate import estimate_job
 
 
@@ -70,3 +70,33 @@ def test_unreadable_data_or_config_gives_no_estimate(project: Path) -> None:
     assert estimate_job("train-run", project, {"data": "missing.jsonl"}) is None
     (project / "machine.toml").write_text("not toml [")
     assert estimate_job("train-run", project, {"data": "train.jsonl"}) is None
+
+
+def test_a_dpo_estimate_counts_pairs_not_chat_rows(project: Path) -> None:
+    """A preference run is sized by its pairs (two sequences each), read from the pairs file or the store."""
+    pair = {
+        "comparison": {
+            "prompt_conversation": [{"role": "user", "content": "2+2?"}],
+            "completion_A": [{"role": "assistant", "content": "answer: 4"}],
+            "completion_B": [{"role": "assistant", "content": "four"}],
+        },
+        "label": "A",
+    }
+    line = json.dumps(pair)
+    (project / "pairs.jsonl").write_text((line + "\n") * 3)
+    run = estimate_job("train-run", project, {"data": "pairs.jsonl", "objective": "dpo", "batch_size": 2})
+    assert run is not None
+    assert (run.rows, run.source) == (3, "pairs.jsonl")
+    assert (
+        run.size is not None and run.size.auto and run.steps == run.size.steps >= MIN_STEPS
+    )  # sized by pairs
+    # a pass trains two sequences a pair: the prompt twice, both completions, and only the completions train
+    compact = {k: json.dumps(v, separators=(",", ":")) for k, v in pair["comparison"].items()}
+    per_pass = 3 * (
+        2 * len(compact["prompt_conversation"]) + len(compact["completion_A"]) + len(compact["completion_B"])
+    )
+    trained = 3 * (len(compact["completion_A"]) + len(compact["completion_B"]))
+    assert run.tokens == run.size.epochs * (per_pass // 4)
+    assert run.size.trained_tokens == run.size.epochs * (trained // 4)
+    store = estimate_job("train-run", project, {"objective": "kto"})  # an empty store: no examples yet
+    assert store is not None and store.rows == 0 and store.source == "the store's KTO examples"

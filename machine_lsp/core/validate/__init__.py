@@ -13,7 +13,7 @@ utf-16 or utf-8). Lines end at "\n", "\r\n" or a lone "\r" (as editors count the
 Kind "auto": a row with a non-null `expected` is an eval row, any other row a training row.
 
 Modules: findings (what is reported), inputs (reading bytes), fast (the msgspec fast path), spans (the span
-parser), rules (the slow path's row rules), dataset (duplicates, leakage) and passes (whole texts and files). The
+parser), rules (the slow path's row rules), preference (DPO pairs and KTO files), dataset (duplicates, leakage) and passes (whole texts and files). The
 public API is re-exported here; callers import from `machine_lsp.core.validate`.
 """
 
@@ -51,11 +51,13 @@ from machine_lsp.core.validate.passes import (
     validate_path,
     validate_text,
 )
+from machine_lsp.core.validate.preference import PREFERENCE_KINDS, refine_kind
 from machine_lsp.core.validate.rules import ROLE_SYNONYMS, _slow_check
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
     "MATCHES",
+    "PREFERENCE_KINDS",
     "ROLES",
     "ROLE_SYNONYMS",
     "Finding",
@@ -73,6 +75,7 @@ __all__ = [
     "diagnose_lines",
     "prompt_keys",
     "read_input",
+    "refine_kind",
     "validate_bytes",
     "validate_path",
     "validate_text",

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import msgspec
 
-Kind = Literal["train", "eval", "auto"]
+Kind = Literal["train", "eval", "auto", "pairs", "kto"]  # pairs, kto: validate/preference.py
 
 
 Severity = Literal["error", "warning"]

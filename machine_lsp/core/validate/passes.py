@@ -37,6 +37,12 @@ from machine_lsp.core.validate.findings import (
 )
 from machine_lsp.core.validate.formats import diagnose_lines
 from machine_lsp.core.validate.inputs import _decode_line, check_binary, read_input
+from machine_lsp.core.validate.preference import (
+    PREFERENCE_KINDS,
+    check_preference_line,
+    refine_kind,
+    refine_kind_of_bytes,
+)
 from machine_lsp.core.validate.rules import _slow_check
 
 
@@ -48,6 +54,8 @@ def check_line(text: str, line_no: int, kind: Kind = "auto") -> LineResult:
         return msgspec.structs.replace(inner, findings=findings, width=inner.width + 1)
     if not text or text.isspace():
         return _blank(text, line_no)
+    if kind in PREFERENCE_KINDS:
+        return check_preference_line(text, line_no, kind)
     fast = _plain_check(text, kind, True) or _fast_check(text, kind)
     if fast is not None:
         return fast
@@ -289,8 +297,9 @@ def _record(run: _Pass, index: int, result: LineResult, want_prompts: bool) -> N
 def _check_other_line(
     run: _Pass, line: str | bytes, line_no: int, kind: Kind, want_prompts: bool
 ) -> LineResult:
-    """A line the inline fast path did not accept: a lenient tool-call row, a blank line, or the slow path."""
-    result = _fast_check(line, kind, want_prompts)
+    """A line the inline fast path did not accept (preference rows never are: they have no `messages`): a lenient
+    tool-call row, a blank line, a preference row, or the slow path."""
+    result = None if kind in PREFERENCE_KINDS else _fast_check(line, kind, want_prompts)
     if result is not None:
         return result
     if type(line) is bytes:
@@ -300,6 +309,8 @@ def _check_other_line(
         text = line
     if not text or text.isspace():
         return _blank(text, line_no)
+    if kind in PREFERENCE_KINDS:
+        return check_preference_line(text, line_no, kind)
     return _slow_check(text, line_no, kind)
 
 
@@ -399,7 +410,9 @@ def validate_text(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Validate a whole JSONL text. `other` (or `other_prompts`) is the paired train/eval file, for leakage."""
-    diagnosed = _diagnosed(split_lines(text) if _may_be_other_format(text) else [], file, len(text))
+    kind = refine_kind(kind, split_lines(text[:4096]))  # type: ignore[assignment]
+    other_format = kind not in PREFERENCE_KINDS and _may_be_other_format(text)
+    diagnosed = _diagnosed(split_lines(text) if other_format else [], file, len(text))
     if diagnosed is not None:
         return diagnosed
     other_prompts = _paired_prompts(other, other_prompts, kind)
@@ -447,7 +460,8 @@ def validate_bytes(
     progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Validate raw file bytes: BOM, invalid UTF-8 (each a finding, nothing dropped), CRLF; binary data raises."""
-    diagnosed = _diagnosed_bytes(data, file)
+    kind = refine_kind_of_bytes(kind, data)  # type: ignore[assignment]
+    diagnosed = _diagnosed_bytes(data, file, kind)
     if diagnosed is not None:
         return diagnosed
     other_prompts = _paired_prompts(other, other_prompts, kind)
@@ -455,8 +469,8 @@ def validate_bytes(
     return _finish(run, other_prompts, other_name)
 
 
-def _diagnosed_bytes(data: bytes, file: str) -> Report | None:
-    if not _may_be_other_format(data):
+def _diagnosed_bytes(data: bytes, file: str, kind: Kind = "auto") -> Report | None:
+    if kind in PREFERENCE_KINDS or not _may_be_other_format(data):
         return None
     check_binary(data, file)
     return _diagnosed(split_lines(data.decode("utf-8", "replace")), file, len(data))
@@ -472,7 +486,8 @@ def validate_path(
     """Validate a file, and its eval file (checked as kind "eval") with train/eval leakage flagged in both."""
     data = read_input(path)
     eval_data = read_input(eval_path) if eval_path is not None else None
-    diagnosed = _diagnosed_bytes(data, str(path))
+    kind = refine_kind_of_bytes(kind, data)  # type: ignore[assignment]
+    diagnosed = _diagnosed_bytes(data, str(path), kind)
     if diagnosed is not None:
         if eval_data is not None:
             diagnosed.eval_report = validate_bytes(eval_data, "eval", file=str(eval_path))

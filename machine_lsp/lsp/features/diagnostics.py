@@ -204,7 +204,9 @@ class DiagnosticsFeature(LanguageFeature):
                 state.file_diagnostics = [_file_diagnostic(unchecked)]
                 break
             # A whole file in another chat format: one finding, its fix served with line 1's (line_result).
-            diagnosis = validate.diagnose_lines(lines) if lines and _other_format(lines) else None
+            kind = validate.refine_kind(state.kind or "auto", lines)  # DPO pairs / KTO rows: their own checks
+            other_format = kind not in validate.PREFERENCE_KINDS and lines and _other_format(lines)
+            diagnosis = validate.diagnose_lines(lines) if other_format else None
             if diagnosis is not None:
                 state.index = None
                 state.dataset, state.dataset_findings = [], [diagnosis]
@@ -226,7 +228,7 @@ class DiagnosticsFeature(LanguageFeature):
                     index = state.index = LineIndex(len(lines))
                     dirty = True
             many = index.pending is None or len(index.pending) > _CHUNK
-            filled = await self._fill(index, list(lines) if many else lines, state.kind or "auto")
+            filled = await self._fill(index, list(lines) if many else lines, kind)
             checked += filled.count
             dirty |= filled.dirty
             if isinstance(doc, LineDocument) and doc.edits:

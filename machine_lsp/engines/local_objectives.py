@@ -1,0 +1,127 @@
+"""The local engine's step for log-prob objectives (DPO, KTO): policy and reference log-probs on one model.
+
+The reference is the base model itself with the LoRA adapter switched off (peft's `disable_adapter()` context), so
+there is no second copy of the weights in memory; its log-probs are computed once per batch, without gradients,
+before the policy's pass. The policy's per-token log-probs of every datum of the batch are kept (with their graph)
+until the objective's loss couples them (DPO pairs, KTO's batch-wide KL), then one backward runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from machine_lsp.engines.base import StepStats
+from machine_lsp.engines.objectives import Objective, spec_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+Rows = Sequence[tuple[list[int], list[int], list[float]]]
+
+
+def token_logprobs(trainer: Any, rows: Rows) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per datum: (log-probs of its weighted target tokens, their weights), micro-batched as SFT steps are.
+
+    Runs with whatever grad mode and adapter state the caller set. Only weighted positions go through the output
+    head (the loss never looks at the others)."""
+    import torch
+
+    from machine_lsp.engines.local import fast_head, length_groups
+
+    engine, lm = trainer.engine, trainer._lm
+    pad_id = int(trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0)
+    logprobs: list[Any] = [None] * len(rows)
+    weights: list[Any] = [None] * len(rows)
+    for group in length_groups([len(r[0]) for r in rows], engine.max_micro_tokens, engine.max_padding):
+        width = len(rows[group[0]][0])
+        ids = torch.full((len(group), width), pad_id, dtype=torch.long)
+        for j, i in enumerate(group):
+            ids[j, : len(rows[i][0])] = torch.tensor(rows[i][0])
+        if fast_head(lm):
+            hidden, head = (
+                lm.base_model(input_ids=ids, use_cache=False).last_hidden_state,
+                lm.get_output_embeddings(),
+            )
+        else:  # logits post-processed (soft-capping, scaling): the model's own full forward
+            hidden, head = lm(input_ids=ids, use_cache=False).logits, (lambda x: x)
+        for j, i in enumerate(group):
+            _, targets, row_weights = rows[i]
+            picked = [k for k, w in enumerate(row_weights) if w > 0]
+            index = torch.tensor(picked, dtype=torch.long)
+            logits = head(hidden[j, index])
+            target = torch.tensor([targets[k] for k in picked], dtype=torch.long)
+            logprobs[i] = torch.log_softmax(logits.float(), dim=-1).gather(1, target[:, None])[:, 0]
+            weights[i] = torch.tensor([row_weights[k] for k in picked], dtype=torch.float32)
+    return logprobs, weights
+
+
+def reference_logprobs(trainer: Any, rows: Rows) -> list[torch.Tensor]:
+    """The reference's log-probs: the base model (adapter disabled), no gradients."""
+    import torch
+
+    with torch.no_grad(), trainer.model.disable_adapter():
+        return token_logprobs(trainer, rows)[0]
+
+
+def objective_step(trainer: Any, batch: Sequence[Any], objective: Objective) -> StepStats:
+    """forward and backward of a log-prob objective on `batch` (gradients accumulate; optim_step follows)."""
+    import time
+
+    import torch
+
+    started = time.perf_counter()
+    spec = spec_for(objective)
+    loss_fn = spec.loss_fn()
+    spec.check_batch(objective, len(batch))
+    rows = trainer._check_batch(batch)
+    trainer.model.train()
+    # KTO's mismatched half only estimates the KL point (no gradient, as TRL's no_grad pass): no graph for it. The
+    # reference is grouped into micro-batches as the policy is, so before the first step both agree bit for bit.
+    graded = len(rows) // 2 if spec.data == "examples" else len(rows)
+    head, tail = rows[:graded], rows[graded:]
+    reference = reference_logprobs(trainer, head) + (reference_logprobs(trainer, tail) if tail else [])
+    policy, weights = token_logprobs(trainer, head)
+    if tail:
+        with torch.no_grad():
+            tail_policy, tail_weights = token_logprobs(trainer, tail)
+        policy, weights = policy + tail_policy, weights + tail_weights
+    loss, metrics = loss_fn(objective, weights, policy, reference)
+    loss.backward()
+    trained = sum(1 for _, _, row_weights in rows for w in row_weights if w > 0)
+    trainer.trained_tokens += trained
+    tokens = sum(len(r[0]) for r in rows)
+    return StepStats(
+        loss=float(loss.detach()),
+        tokens=tokens,
+        trained_tokens=trained,
+        seconds=time.perf_counter() - started,
+        metrics=metrics,
+    )
+
+
+class LocalScorer:
+    """`Scorer` on the local engine: completion log-probs under a checkpoint and under the base (adapter off)."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.engine, self.tokenizer, self.model = sampler.engine, sampler.tokenizer, sampler.model
+        self._lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+
+    def completion_logprobs(self, batch: Sequence[Any]) -> list[tuple[float, float]]:
+        import contextlib
+
+        import torch
+
+        from machine_lsp.engines import render
+
+        rows = [render.datum_tokens(d) for d in batch]
+        self.model.eval()
+        with torch.no_grad():
+            policy, weights = token_logprobs(self, rows)
+            off = getattr(self.model, "disable_adapter", None)
+            with off() if off is not None else contextlib.nullcontext():  # the base model: no adapter loaded
+                reference, _ = token_logprobs(self, rows)
+        return [
+            (float((p * w).sum()), float((r * w).sum()))
+            for p, r, w in zip(policy, reference, weights, strict=True)
+        ]
