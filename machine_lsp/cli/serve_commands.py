@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import functools
 import ipaddress
+import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from machine_lsp.core.store import find_machine_dir
+from machine_lsp.core.terminal_text import for_terminal
 from machine_lsp.serve import agents
 from machine_lsp.serve.checkpoints import CheckpointError, Target, resolve, servable
 
@@ -61,6 +63,13 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         metavar="T",
         help="when a request sets none (default 0: greedy)",
     )
+    serve.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=8.0,
+        metavar="MB",
+        help="largest request body accepted; bigger ones get a 413 (default 8)",
+    )
     serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
     serve.add_argument("--no-merge", action="store_true", help="keep the LoRA adapter unmerged (slower)")
     serve.set_defaults(func=_serve)
@@ -100,8 +109,10 @@ def _usage_error(args: argparse.Namespace) -> str | None:
             f"refusing to listen on {escape(args.host)} without a key: pass --api-key "
             f"(or set {agents.SERVE_KEY_ENV}); clients then send it as a Bearer token or x-api-key"
         )
-    if args.max_batch < 1 or args.max_tokens < 1 or args.temperature < 0:
-        return "--max-batch and --max-tokens must be at least 1, --temperature >= 0"
+    if args.max_batch < 1 or args.max_tokens < 1 or not 0 <= args.temperature <= 2:
+        return "--max-batch and --max-tokens must be at least 1, --temperature in [0, 2]"
+    if not 0 < args.max_body_mb <= 1024:
+        return f"--max-body-mb must be in (0, 1024], got {args.max_body_mb:g}"
     return None
 
 
@@ -154,6 +165,7 @@ def _serve(args: argparse.Namespace) -> int:
         api_key=args.api_key or None,
         default_max_tokens=args.max_tokens,
         default_temperature=args.temperature,
+        max_body_mb=args.max_body_mb,
         log=None if args.no_log else ServedLog(machine_dir),
     )
 
@@ -161,10 +173,38 @@ def _serve(args: argparse.Namespace) -> int:
         log = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
         print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
 
+    _log_to(err)
     serving = functools.partial(server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready)
     asyncio.run(_until_signalled(serving))
     err.print("machine serve: stopped")
     return EXIT_OK
+
+
+class _ConsoleLog(logging.Handler):
+    """Log records as one rich line each on stderr: `machine.serve`'s request lines plain, library warnings marked."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.INFO)
+        self.console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = escape(for_terminal(record.getMessage()))  # a request's path is the client's text
+            if record.exc_info and record.exc_info[1] is not None:
+                text += escape(f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})")
+            if record.levelno >= logging.WARNING:
+                text = f"[yellow]{record.levelname.lower()}:[/] {escape(record.name)}: {text}"
+            self.console.print(text, highlight=False)
+        except Exception:  # a log line never breaks the server
+            self.handleError(record)
+
+
+def _log_to(console: Console) -> None:
+    """Route every logger through one rich handler on stderr (no raw library tracebacks in the terminal)."""
+    root = logging.getLogger()
+    root.handlers[:] = [_ConsoleLog(console)]
+    root.setLevel(logging.WARNING)
+    logging.getLogger("machine.serve").setLevel(logging.INFO)
 
 
 async def _until_signalled(serving: Callable[..., Awaitable[None]]) -> None:

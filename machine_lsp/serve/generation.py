@@ -21,8 +21,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections import deque
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -79,6 +79,23 @@ def load(
 
 
 _END = object()
+SHUTTING_DOWN = "the server is shutting down"
+MIN_TEMPERATURE = 1e-5  # below this, sampling is argmax to float precision
+
+
+def _sample(logits: Any, temperature: float, top_p: float, generator: Any) -> int:
+    """One token from softmax(logits / temperature) cut to its top-p nucleus (the most likely token always kept)."""
+    import torch
+
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(descending=True)
+        keep = sorted_probs.cumsum(-1) - sorted_probs < top_p
+        keep[0] = True
+        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
+    if not bool(torch.isfinite(probs).all()) or float(probs.sum()) <= 0:
+        raise ValueError(f"no finite distribution at temperature {temperature:g}, top_p {top_p:g}")
+    return int(torch.multinomial(probs, 1, generator=generator)[0])
 
 
 @dataclass(eq=False)
@@ -97,6 +114,7 @@ class Generation:
     cancelled: bool = False
     submitted_at: float = field(default_factory=time.perf_counter)
     first_token_at: float | None = None
+    on_finish: Callable[[FinishReason], None] | None = None
 
     def cancel(self) -> None:
         """Ask the worker to drop this row at its next step (a client that went away, a stop string hit)."""
@@ -126,6 +144,8 @@ class Generation:
     def _finish(self, reason: FinishReason, error: str | None = None) -> None:
         self.finish_reason = reason
         self.error = error
+        if self.on_finish is not None:
+            self.on_finish(reason)
         self._put(_END)
 
 
@@ -154,15 +174,29 @@ class BatchGenerator:
         self._thread = threading.Thread(target=self._worker, name="machine-serve-generate", daemon=True)
         self.waves = 0
         self.largest_wave = 0
+        self.submitted = 0
+        self.finished: Counter[str] = Counter()  # finish reasons so far (the worker thread counts)
+
+    @property
+    def in_flight(self) -> int:
+        """Generations submitted and not finished yet (queued or decoding)."""
+        return self.submitted - sum(self.finished.values())
 
     def start(self) -> None:
         self._thread.start()
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop: queued generations and the wave being decoded end at once ("error": the server is shutting
+        down), so their clients are answered instead of waiting for the whole reply. Waits up to `timeout` for
+        the worker's current step (a daemon thread: a step still running then does not hold the exit)."""
         with self._wake:
             self._closed = True
+            queued = list(self._pending)
+            self._pending.clear()
             self._wake.notify_all()
-        self._thread.join(timeout=30)
+        for generation in queued:
+            generation._finish("error", SHUTTING_DOWN)
+        self._thread.join(timeout=timeout)
 
     def submit(self, generation: Generation) -> Generation:
         """Queue a generation; its tokens arrive on its own queue (call from the event loop's thread)."""
@@ -170,12 +204,18 @@ class BatchGenerator:
             generation.loop = asyncio.get_running_loop()
         if not generation.prompt:
             raise ValueError("empty prompt")
+        generation.on_finish = self._count
         with self._wake:
             if self._closed:
                 raise RuntimeError("the generator is closed")
+            self.submitted += 1
             self._pending.append(generation)
             self._wake.notify()
         return generation
+
+    def _count(self, reason: FinishReason) -> None:
+        with self._wake:
+            self.finished[reason] += 1
 
     # -- worker thread ----------------------------------------------------------------------------------------
 
@@ -223,19 +263,18 @@ class BatchGenerator:
                         generation._finish("error", message)
 
     def _choose(self, logits: Any, rows: Sequence[Generation], generator: Any) -> Any:
-        """Next token per row: greedy where temperature is 0, else temperature + nucleus sampling."""
-        import torch
+        """Next token per row: greedy where temperature is (effectively) 0, else temperature + nucleus sampling.
 
+        Each row samples on its own: a row whose distribution cannot be sampled fails alone (`_finish("error")`)
+        and the others in the wave keep their tokens."""
         chosen = logits.argmax(-1)
-        sampled = [j for j, g in enumerate(rows) if g.temperature > 0]
-        for j in sampled:
-            g = rows[j]
-            probs = torch.softmax(logits[j].float() / g.temperature, dim=-1)
-            if g.top_p < 1.0:
-                sorted_probs, order = probs.sort(descending=True)
-                keep = sorted_probs.cumsum(-1) - sorted_probs < g.top_p
-                probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-            chosen[j] = torch.multinomial(probs, 1, generator=generator)[0]
+        for j, g in enumerate(rows):
+            if g.temperature < MIN_TEMPERATURE:  # 1e-40 would overflow logits / T: it is greedy anyway
+                continue
+            try:
+                chosen[j] = _sample(logits[j], g.temperature, g.top_p, generator)
+            except (RuntimeError, ValueError) as exc:
+                g._finish("error", f"cannot sample this request: {exc}")
         return chosen
 
     def _decode(self, wave: list[Generation], generator: Any) -> None:
@@ -267,10 +306,16 @@ class BatchGenerator:
         stop_ids = self.loaded.stop_ids
         while True:
             rows = [wave[i] for i in active]
+            if self._closed:
+                for g in rows:
+                    g._finish("error", SHUTTING_DOWN)
+                return
             nxt = self._choose(logits, rows, generator)
             keep: list[int] = []
             for j, token in enumerate(nxt.tolist()):
                 g = rows[j]
+                if g.finish_reason is not None:  # failed alone while sampling
+                    continue
                 if g.cancelled:
                     g._finish("cancelled")
                 elif token in stop_ids:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ def _materialize(value: Any) -> Any:
 def validate(api: Api, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise RequestError(f"the request body must be a JSON object, not {type(body).__name__}")
+    check_sampling(api, body)
     try:
         return _materialize(_adapter(api).validate_python(body))
     except pydantic.ValidationError as exc:
@@ -138,16 +140,57 @@ def _arguments_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
 
 
+# Each API's documented range for the sampling values it takes (low, high, whether low itself is allowed); a value
+# outside it, not a finite JSON number, or a string ("NaN", "0.5") is a 400 for that request alone.
+SAMPLING_RANGES: dict[Api, dict[str, tuple[float, float, bool]]] = {
+    "chat.completions": {
+        "temperature": (0.0, 2.0, True),
+        "top_p": (0.0, 1.0, False),
+        "frequency_penalty": (-2.0, 2.0, True),
+        "presence_penalty": (-2.0, 2.0, True),
+    },
+    "responses": {"temperature": (0.0, 2.0, True), "top_p": (0.0, 1.0, False)},
+    "messages": {"temperature": (0.0, 1.0, True), "top_p": (0.0, 1.0, False), "top_k": (0.0, 1e9, True)},
+}
+TOKEN_LIMITS: dict[Api, tuple[str, ...]] = {
+    "chat.completions": ("max_tokens", "max_completion_tokens"),
+    "responses": ("max_output_tokens",),
+    "messages": ("max_tokens",),
+}
+MAX_TOKEN_LIMIT = 1 << 31
+
+
+def check_sampling(api: Api, body: dict[str, Any]) -> None:
+    """The one rule for sampling values: JSON numbers, finite, in the API's documented range; token limits are
+    integers >= 1. Checked on the raw body, before pydantic's lax mode turns "NaN" into a float."""
+    for name, (low, high, low_ok) in SAMPLING_RANGES[api].items():
+        value = body.get(name)
+        if value is None:
+            continue
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if (
+            not number
+            or not math.isfinite(value)
+            or not (low <= value <= high)
+            or (value == low and not low_ok)
+        ):
+            shown = json.dumps(value)[:40] if number or isinstance(value, str) else type(value).__name__
+            bound = "[" if low_ok else "("
+            raise RequestError(
+                f"{name} must be a number in {bound}{low:g}, {high:g}], got {shown}", param=name
+            )
+    for name in TOKEN_LIMITS[api]:
+        value = body.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_TOKEN_LIMIT:
+            raise RequestError(f"{name} must be an integer >= 1, got {json.dumps(value)[:40]}", param=name)
+
+
 def _common(conv: Conversation, params: dict[str, Any], body: dict[str, Any]) -> Conversation:
-    for name in ("temperature", "top_p"):
-        value = params.get(name)
-        if value is not None and (not isinstance(value, int | float) or value < 0):
-            raise RequestError(f"{name} must be a non-negative number", param=name)
     conv.temperature = params.get("temperature")
     conv.top_p = params.get("top_p")
     conv.stream = body.get("stream") is True  # `stream` lives in the SDKs' Streaming/NonStreaming subtypes
-    if conv.max_tokens is not None and conv.max_tokens < 1:
-        raise RequestError("max_tokens must be at least 1", param="max_tokens")
     return conv
 
 

@@ -4,16 +4,25 @@ Each request is validated (`protocol`), rendered with the model's cookbook rende
 length, decoded by the shared `BatchGenerator` and answered in the API's own shape (`shapes`), streamed
 (`streaming`) or whole. An answered exchange is appended to `.machine/served/<date>.jsonl`. Errors are answered in
 the API's own error shape: 400 for bad input (malformed JSON, a request the SDK types reject, a prompt over the
-context length), 401 for a missing or wrong key when the server was started with one.
+context length, a sampling value out of its range), 401 for a missing or wrong key when the server was started
+with one, 403/415 for what a web page can forge (`http_guard`), 413 for a body over `max_body_mb`, 503 while
+shutting down. Decoding JSON, validating and rendering run in worker threads (a 10 MB body never stalls the event
+loop); the shutdown ends every in-flight generation at its next step; a client that goes away cancels its handler,
+so its row leaves the batch and nothing is logged. Each request is one log line (`machine.serve`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import ctypes
+import ctypes.util
 import hmac
 import logging
 import socket
+import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +34,16 @@ from machine_lsp.engines import render
 from machine_lsp.serve import protocol as P
 from machine_lsp.serve import shapes as S
 from machine_lsp.serve.generation import BatchGenerator, Generation, Loaded
+from machine_lsp.serve.http_guard import guard_middleware
 from machine_lsp.serve.served_log import ServedLog, ServedRow, now_iso, usage
 from machine_lsp.serve.streaming import stream
 
 DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_BODY_MB = 8.0
+SHUTDOWN_GRACE_S = 2.0  # handlers still running this long after the generations ended are cancelled
+BIG_BODY = 1 << 20  # after a body this large, free memory back to the system (glibc keeps it otherwise)
+LOG = logging.getLogger("machine.serve")
+USAGE_KEY = web.RequestKey("machine.usage", tuple)
 
 
 @dataclass
@@ -38,7 +53,12 @@ class ServeSettings:
     api_key: str | None = None
     default_max_tokens: int = DEFAULT_MAX_TOKENS
     default_temperature: float = 0.0
+    max_body_mb: float = DEFAULT_MAX_BODY_MB
     log: ServedLog | None = None
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
 
 
 class Server:
@@ -50,11 +70,20 @@ class Server:
         self.tokenizer = loaded.tokenizer
         self.end_token = min(loaded.stop_ids) if loaded.stop_ids else None
         self.served = 0
+        self.closing = False
+        # One prepare thread with its own copy of the renderer: a fast tokenizer used by two threads at once fails
+        # ("Already borrowed"); the event loop decodes replies with `self.renderer`, the prepare thread renders
+        # prompts with `prepare_renderer`, one at a time (several copies in several threads still collided).
+        self._prepare_pool = ThreadPoolExecutor(1, thread_name_prefix="machine-serve-prepare")
+        self.prepare_renderer = copy.deepcopy(self.renderer)
 
     # -- app ------------------------------------------------------------------------------------------------
 
-    def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[self._auth])
+    def app(self, bound_port: int, bound_host: str = "127.0.0.1") -> web.Application:
+        guard = guard_middleware(bound_port, bound_host=bound_host, refuse=self._refusal)
+        app = web.Application(
+            client_max_size=self.settings.max_body_bytes, middlewares=[self._log_line, guard, self._auth]
+        )
         app.router.add_get("/health", self.health)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self._route("chat.completions"))
@@ -74,6 +103,36 @@ class Server:
     def _error(self, api: P.Api, error: P.RequestError, kind: str = "invalid_request_error") -> web.Response:
         body = S.anthropic_error(error, kind) if api == "messages" else S.openai_error(error, kind)
         return web.Response(body=body, status=error.status, content_type="application/json")
+
+    def _refusal(self, request: web.Request, status: int, message: str) -> web.Response:
+        kind = "permission_error" if status == 403 else "invalid_request_error"
+        return self._error(self._api_of(request.path), P.RequestError(message, status=status), kind)
+
+    @web.middleware
+    async def _log_line(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
+        """One line per request: method, path, status, tokens, time, the checkpoint that answered."""
+        started = time.perf_counter()
+        status: int | str = "-"
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except asyncio.CancelledError:
+            status = "client gone"
+            raise
+        finally:
+            prompt, completion = request.get(USAGE_KEY, (None, None))
+            tokens = f"{prompt} + {completion} tokens" if prompt is not None else "no tokens"
+            elapsed = time.perf_counter() - started
+            LOG.info(
+                "%s %s %s · %s · %.2f s · %s",
+                request.method,
+                request.path,
+                status,
+                tokens,
+                elapsed,
+                self.settings.checkpoint,
+            )
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
@@ -95,12 +154,20 @@ class Server:
                 return self._error(self._api_of(request.path), error, kind)
             raise
         except Exception as exc:  # a bug answers 500 in the API's shape; the server keeps serving
-            logging.getLogger("machine.serve").exception("request to %s failed", request.path)
+            LOG.exception("request to %s failed", request.path)
             error = P.RequestError(f"internal error: {type(exc).__name__}: {exc}", status=500)
             return self._error(self._api_of(request.path), error, "api_error")
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "model": self.settings.model_name})
+        generator = self.generator
+        return web.json_response(
+            {
+                "status": "closing" if self.closing else "ok",
+                "model": self.settings.model_name,
+                "decoding": generator.in_flight,
+                "finished": dict(generator.finished),
+            }
+        )
 
     async def models(self, request: web.Request) -> web.Response:
         from openai.types import Model
@@ -112,10 +179,13 @@ class Server:
     async def count_tokens(self, request: web.Request) -> web.Response:
         from anthropic.types import MessageTokensCount
 
-        try:
-            body = await self._json(request)
+        def prepare(raw: bytes) -> list[int]:
+            body = self._decode(raw)
             conv = P.from_messages({"max_tokens": 1, **body} if isinstance(body, dict) else body)
-            tokens = self._prompt(conv)[1]
+            return self._prompt(conv)[1]
+
+        try:
+            tokens = await self._in_worker(prepare, await self._read(request))
         except P.RequestError as exc:
             return self._error("messages", exc)
         return web.Response(
@@ -124,19 +194,49 @@ class Server:
 
     # -- one request ----------------------------------------------------------------------------------------
 
-    async def _json(self, request: web.Request) -> Any:
-        raw = await request.read()
+    async def _read(self, request: web.Request) -> bytes:
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            limit = self.settings.max_body_mb
+            raise P.RequestError(
+                f"the request body is over this server's {limit:g} MB limit (machine serve --max-body-mb)",
+                status=413,
+            ) from None
+
+    @staticmethod
+    def _decode(raw: bytes) -> Any:
         try:
             return msgspec.json.decode(raw)
         except msgspec.DecodeError as exc:
             raise P.RequestError(f"malformed JSON in the request body: {exc}") from None
 
+    async def _in_worker(self, work: Callable[[bytes], Any], raw: bytes) -> Any:
+        """Run `work(raw)` (decode, validate, render: CPU-bound on big bodies) off the event loop."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._prepare_pool, work, raw)
+        finally:
+            if len(raw) >= BIG_BODY:
+                del raw
+                await asyncio.get_running_loop().run_in_executor(self._prepare_pool, release_memory)
+
+    def _prepared(self, api: P.Api) -> Callable[[bytes], tuple[P.Conversation, list[Message], list[int]]]:
+        def prepare(raw: bytes) -> tuple[P.Conversation, list[Message], list[int]]:
+            conv = P.PARSERS[api](self._decode(raw))
+            messages, tokens = self._prompt(conv)
+            self._check_context(api, len(tokens))
+            return conv, messages, tokens
+
+        return prepare
+
     def _prompt(self, conv: P.Conversation) -> tuple[list[Message], list[int]]:
-        messages = P.with_tools(conv.messages, conv.tools, self.renderer)
+        """Render (in the prepare thread)."""
+        renderer = self.prepare_renderer
+        messages = P.with_tools(conv.messages, conv.tools, renderer)
         if not messages:
             raise P.RequestError("the request has no messages", param="messages")
         try:
-            tokens = render.prompt_tokens(messages, self.renderer)
+            tokens = render.prompt_tokens(messages, renderer)
         except Exception as exc:  # the renderer refuses a conversation it cannot render
             raise P.RequestError(f"cannot render the conversation: {exc}") from None
         return messages, tokens
@@ -157,10 +257,7 @@ class Server:
     def _route(self, api: P.Api) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             try:
-                body = await self._json(request)
-                conv = P.PARSERS[api](body)
-                messages, tokens = self._prompt(conv)
-                self._check_context(api, len(tokens))
+                conv, messages, tokens = await self._in_worker(self._prepared(api), await self._read(request))
             except P.RequestError as exc:
                 return self._error(api, exc)
             room = self.loaded.context_length - len(tokens)
@@ -173,12 +270,17 @@ class Server:
                 ),
                 top_p=float(conv.top_p if conv.top_p is not None else 1.0),
             )
-            self.generator.submit(generation)
+            try:
+                self.generator.submit(generation)
+            except RuntimeError:
+                return self._error(
+                    api, P.RequestError("the server is shutting down", status=503), "api_error"
+                )
             exchange = Exchange(self, conv, messages, generation)
             try:
                 if conv.stream:
                     return await stream(exchange, request)
-                return await exchange.whole()
+                return await exchange.whole(request)
             finally:
                 if generation.finish_reason is None:
                     generation.cancel()
@@ -220,8 +322,8 @@ class Exchange:
                 self.sent = safe
             if self.stopped:
                 break
-        if self.generation.finish_reason is None and not self.stopped:
-            raise asyncio.CancelledError  # the stream ended without an outcome: the server is closing
+        if self.generation.finish_reason in (None, "cancelled") and not self.stopped:
+            raise asyncio.CancelledError  # the client went away: nothing to answer, nothing to log
 
     def reply(self) -> P.Reply:
         generation = self.generation
@@ -249,6 +351,9 @@ class Exchange:
             return ""
         return reply.text[self.sent :] if reply.text.startswith(self.text[: self.sent]) else ""
 
+    def note_usage(self, request: web.Request, reply: P.Reply) -> None:
+        request[USAGE_KEY] = (reply.prompt_tokens, reply.completion_tokens)
+
     async def record(self, reply: P.Reply) -> None:
         log = self.server.settings.log
         self.server.served += 1
@@ -266,13 +371,15 @@ class Exchange:
         )
         await asyncio.get_running_loop().run_in_executor(None, log.append, row)
 
-    async def whole(self) -> web.Response:
+    async def whole(self, request: web.Request) -> web.Response:
         async for _ in self.deltas():
             pass
         try:
             reply = self.reply()
         except RuntimeError as exc:
-            return self.server._error(self.conv.api, P.RequestError(str(exc), status=500), "api_error")
+            status = 503 if self.server.closing else 500
+            return self.server._error(self.conv.api, P.RequestError(str(exc), status=status), "api_error")
+        self.note_usage(request, reply)
         await self.record(reply)
         api = self.conv.api
         if api == "chat.completions":
@@ -321,15 +428,36 @@ async def run(
     generator = BatchGenerator(loaded, max_batch=max_batch)
     generator.start()
     server = Server(loaded, generator, settings)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    host, port = sock.getsockname()[:2]
+    runner = web.AppRunner(
+        server.app(port, host),
+        access_log=None,
+        handle_signals=False,
+        handler_cancellation=True,  # a client that goes away cancels its handler: its generation leaves the batch
+        shutdown_timeout=SHUTDOWN_GRACE_S,
+    )
     await runner.setup()
     site = web.SockSite(runner, sock)
     await site.start()
-    host, port = sock.getsockname()[:2]
     if on_ready is not None:
         on_ready(f"http://{host}:{port}")
     try:
         await (stop or asyncio.Event()).wait()
     finally:
+        server.closing = True
+        # End every generation first (streams get their error event, whole requests a 503), then the handlers.
+        await asyncio.get_running_loop().run_in_executor(None, generator.close, SHUTDOWN_GRACE_S)
         await runner.cleanup()
-        await asyncio.get_running_loop().run_in_executor(None, generator.close)
+        server._prepare_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def release_memory() -> None:
+    """Hand freed heap back to the system after a big body (glibc keeps it in its arenas otherwise)."""
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name:
+        libc = ctypes.CDLL(name)
+        if hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)

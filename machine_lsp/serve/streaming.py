@@ -54,6 +54,7 @@ async def stream(ex: Exchange, request: web.Request) -> web.StreamResponse:
         rest = ex.unsent_text(reply)
         if rest:
             await send(events.text(rest))
+        ex.note_usage(request, reply)
         await ex.record(reply)  # logged before the last events, as a whole reply is before it is sent
         await send(events.end(reply))
     except DISCONNECTS:

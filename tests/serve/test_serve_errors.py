@@ -99,7 +99,7 @@ def test_a_client_that_disconnects_mid_stream_does_not_stop_the_batch(base_serve
     sock = socket.create_connection(("127.0.0.1", base_server.port), timeout=300)
     started.wait()
     sock.sendall(
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         + f"Authorization: Bearer {API_KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
         + body
     )
