@@ -16,6 +16,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -72,6 +73,11 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     )
     serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
     serve.add_argument("--no-merge", action="store_true", help="keep the LoRA adapter unmerged (slower)")
+    serve.add_argument(
+        "--no-follow",
+        action="store_true",
+        help="promoted/latest: keep the checkpoint loaded at start (default: swap in each new one, no restart)",
+    )
     serve.set_defaults(func=_serve)
 
     use = sub.add_parser("use", help="print (or --write) an agent's config to use a checkpoint")
@@ -174,10 +180,33 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
 
     _log_to(err)
-    serving = functools.partial(server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready)
+    serving = functools.partial(
+        server.run,
+        sock,
+        loaded,
+        settings,
+        max_batch=args.max_batch,
+        on_ready=ready,
+        **_following(args, machine_dir),
+    )
     asyncio.run(_until_signalled(serving))
     err.print("machine serve: stopped")
     return EXIT_OK
+
+
+def _following(args: argparse.Namespace, machine_dir: Path) -> dict[str, Any]:
+    """`server.run`'s follow/load arguments: `promoted` and `latest` follow the store unless --no-follow."""
+    from machine_lsp.serve import generation, swap
+
+    if args.no_follow or args.checkpoint not in swap.FOLLOWED:
+        return {}
+
+    def load(target: Target) -> generation.Loaded:
+        return generation.load(
+            target.directory, base_model=target.base_model, merge=not args.no_merge, store_root=machine_dir
+        )
+
+    return {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load}
 
 
 class _ConsoleLog(logging.Handler):

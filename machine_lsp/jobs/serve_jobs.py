@@ -37,6 +37,7 @@ class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
     max_tokens: int = 1024
     temperature: float = 0.0
     no_log: bool = False
+    follow: bool = True  # promoted/latest: swap in each newly promoted (or trained) checkpoint
 
 
 class TinkerServeArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -59,7 +60,8 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
     except CheckpointError as exc:
         raise JobError(str(exc)) from None
     from machine_lsp.engines.base import EngineError
-    from machine_lsp.serve import generation, server
+    from machine_lsp.serve import generation, server, swap
+    from machine_lsp.serve.checkpoints import Target
     from machine_lsp.serve.served_log import ServedLog
 
     try:
@@ -92,6 +94,21 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
             ev.Ready(url=url, name=target.address, message=f"serving {target.address} at {url}/v1{where}")
         )
 
+    def swapped(
+        checkpoint: str,
+    ) -> None:  # a swap is announced as the server being ready again, on the new one
+        before, served["checkpoint"] = served["checkpoint"], checkpoint
+        message = f"swapped to {checkpoint} (was {before}) at {served['url']}/v1"
+        ctx.emit(ev.Ready(url=served["url"], name=checkpoint, message=message))
+
+    following: dict[str, Any] = {}
+    if args.follow and args.checkpoint in swap.FOLLOWED:
+
+        def load(new: Target) -> generation.Loaded:
+            return generation.load(new.directory, base_model=new.base_model, store_root=machine_dir)
+
+        following = {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load, "on_swap": swapped}
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -99,12 +116,14 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
             loop.add_signal_handler(sig, stop.set)
         watch = asyncio.ensure_future(_stop_when_orphaned(stop))
         try:
-            await server.run(sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop)
+            await server.run(
+                sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop, **following
+            )
         finally:
             watch.cancel()
 
     asyncio.run(main())
-    return served, f"stopped serving {target.address}"
+    return served, f"stopped serving {served['checkpoint']}"
 
 
 async def _stop_when_orphaned(stop: asyncio.Event, every_s: float = 1.0) -> None:
