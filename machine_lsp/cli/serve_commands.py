@@ -79,7 +79,10 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         help="promoted/latest: keep the checkpoint loaded at start (default: swap in each new one, no restart)",
     )
     serve.set_defaults(func=_serve)
+    _register_use(sub)
 
+
+def _register_use(sub: argparse._SubParsersAction) -> None:
     use = sub.add_parser("use", help="print (or --write) an agent's config to use a checkpoint")
     use.add_argument(
         "checkpoint", metavar="CHECKPOINT", help="latest, promoted, base, local://RUN/NAME or tinker://…"
@@ -154,7 +157,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     from machine_lsp.engines.base import EngineError
     from machine_lsp.serve import generation
-    from machine_lsp.serve.served_log import ServedLog
 
     err.print(f"loading {escape(target.address)} ({escape(target.base_model)}) …")
     try:
@@ -165,7 +167,26 @@ def _serve(args: argparse.Namespace) -> int:
         sock.close()
         err.print(f"machine serve: {escape(str(exc))}")
         return EXIT_USAGE
-    settings = server.ServeSettings(
+    settings, follow = _settings(args, target, machine_dir), _following(args, machine_dir)
+
+    def ready(url: str) -> None:
+        log = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
+        print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
+
+    _log_to(err)
+    serving = functools.partial(
+        server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, **follow
+    )
+    asyncio.run(_until_signalled(serving))
+    err.print("machine serve: stopped")
+    return EXIT_OK
+
+
+def _settings(args: argparse.Namespace, target: Target, machine_dir: Path) -> Any:
+    from machine_lsp.serve import server
+    from machine_lsp.serve.served_log import ServedLog
+
+    return server.ServeSettings(
         model_name=agents.MODEL_ID,
         checkpoint=target.address,
         api_key=args.api_key or None,
@@ -174,24 +195,6 @@ def _serve(args: argparse.Namespace) -> int:
         max_body_mb=args.max_body_mb,
         log=None if args.no_log else ServedLog(machine_dir),
     )
-
-    def ready(url: str) -> None:
-        log = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
-        print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
-
-    _log_to(err)
-    serving = functools.partial(
-        server.run,
-        sock,
-        loaded,
-        settings,
-        max_batch=args.max_batch,
-        on_ready=ready,
-        **_following(args, machine_dir),
-    )
-    asyncio.run(_until_signalled(serving))
-    err.print("machine serve: stopped")
-    return EXIT_OK
 
 
 def _following(args: argparse.Namespace, machine_dir: Path) -> dict[str, Any]:

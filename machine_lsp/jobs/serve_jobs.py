@@ -60,8 +60,7 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
     except CheckpointError as exc:
         raise JobError(str(exc)) from None
     from machine_lsp.engines.base import EngineError
-    from machine_lsp.serve import generation, server, swap
-    from machine_lsp.serve.checkpoints import Target
+    from machine_lsp.serve import generation, server
     from machine_lsp.serve.served_log import ServedLog
 
     try:
@@ -94,36 +93,49 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
             ev.Ready(url=url, name=target.address, message=f"serving {target.address} at {url}/v1{where}")
         )
 
-    def swapped(
-        checkpoint: str,
-    ) -> None:  # a swap is announced as the server being ready again, on the new one
-        before, served["checkpoint"] = served["checkpoint"], checkpoint
-        message = f"swapped to {checkpoint} (was {before}) at {served['url']}/v1"
-        ctx.emit(ev.Ready(url=served["url"], name=checkpoint, message=message))
-
-    following: dict[str, Any] = {}
-    if args.follow and args.checkpoint in swap.FOLLOWED:
-
-        def load(new: Target) -> generation.Loaded:
-            return generation.load(new.directory, base_model=new.base_model, store_root=machine_dir)
-
-        following = {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load, "on_swap": swapped}
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):  # a cancel stops the HTTP server cleanly
-            loop.add_signal_handler(sig, stop.set)
-        watch = asyncio.ensure_future(_stop_when_orphaned(stop))
-        try:
-            await server.run(
-                sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop, **following
-            )
-        finally:
-            watch.cancel()
-
-    asyncio.run(main())
+    following = _following(ctx, args, machine_dir, served)
+    asyncio.run(
+        _until_stopped(
+            server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, **following
+        )
+    )
     return served, f"stopped serving {served['checkpoint']}"
+
+
+async def _until_stopped(run: Any, *args: Any, **kwargs: Any) -> None:
+    """`run(*args, stop=…, **kwargs)` until SIGINT/SIGTERM (a cancel stops the HTTP server cleanly) or the
+    language server that started the job is gone."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    watch = asyncio.ensure_future(_stop_when_orphaned(stop))
+    try:
+        await run(*args, stop=stop, **kwargs)
+    finally:
+        watch.cancel()
+
+
+def _following(ctx: JobContext, args: ServeArgs, machine_dir: Any, served: dict[str, Any]) -> dict[str, Any]:
+    """`server.run`'s follow arguments for `promoted`/`latest` (none for a fixed checkpoint or `follow: false`): a
+    swap is announced as the server being ready again, on the new checkpoint; a failed one as a warning."""
+    from machine_lsp.serve import generation, swap
+    from machine_lsp.serve.checkpoints import Target
+
+    if not args.follow or args.checkpoint not in swap.FOLLOWED:
+        return {}
+
+    def swapped(checkpoint: str | None, line: str) -> None:
+        if checkpoint is None:
+            ctx.emit(ev.Log(message=ev.SWAP_FAILED + line, level="warning"))
+            return
+        served["checkpoint"] = checkpoint
+        ctx.emit(ev.Ready(url=served["url"], name=checkpoint, message=line))
+
+    def load(new: Target) -> generation.Loaded:
+        return generation.load(new.directory, base_model=new.base_model, store_root=machine_dir)
+
+    return {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load, "on_swap": swapped}
 
 
 async def _stop_when_orphaned(stop: asyncio.Event, every_s: float = 1.0) -> None:

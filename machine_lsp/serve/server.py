@@ -443,7 +443,7 @@ async def run(
     stop: asyncio.Event | None = None,
     follow: swap.Follower | None = None,
     load: swap.Loader | None = None,
-    on_swap: Callable[[str], None] | None = None,
+    on_swap: Callable[[str | None, str], None] | None = None,
 ) -> None:
     """Serve on `sock` until `stop` is set (or the task is cancelled). With `follow` (and the `load` it swaps in
     with), the checkpoint its name means is followed and swapped in between requests (`swap`)."""
@@ -464,25 +464,21 @@ async def run(
     await site.start()
     if on_ready is not None:
         on_ready(f"http://{host}:{port}")
-    following = None
-    if follow is not None and load is not None:
-        following = asyncio.ensure_future(
+    following = (
+        follow
+        and load
+        and asyncio.ensure_future(
             swap.follow(server, follow, load, max_batch=max_batch, stop=stop, on_swap=on_swap)
         )
+    )
     try:
         await stop.wait()
     finally:
         server.closing = True
-        if following is not None:
+        if following:
             following.cancel()
         # End every generation first (streams get their error event, whole requests a 503), then the handlers.
-        slots = [server.slot, *server.state.draining]
-        await asyncio.gather(
-            *(
-                asyncio.get_running_loop().run_in_executor(None, s.generator.close, SHUTDOWN_GRACE_S)
-                for s in slots
-            )
-        )
+        await swap.close_all(server, SHUTDOWN_GRACE_S)
         await runner.cleanup()
         server._prepare_pool.shutdown(wait=False, cancel_futures=True)
 

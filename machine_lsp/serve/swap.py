@@ -56,6 +56,13 @@ class SwapState:
     last_error: str | None = None
     finished_before: Counter[str] = field(default_factory=Counter)  # finish reasons of retired slots
     draining: set[Slot] = field(default_factory=set)  # replaced slots still answering their requests
+    listener: Callable[[str | None, str], None] | None = (
+        None  # (the new checkpoint or None: failed, the line)
+    )
+
+    def tell(self, checkpoint: str | None, line: str) -> None:
+        if self.listener is not None:
+            self.listener(checkpoint, line)
 
 
 class Follower:
@@ -123,9 +130,11 @@ async def follow(
     max_batch: int,
     stop: asyncio.Event,
     poll_s: float = POLL_S,
-    on_swap: Callable[[str], None] | None = None,
+    on_swap: Callable[[str | None, str], None] | None = None,
 ) -> None:
-    """Until `stop`: poll the store; load and install each newly named checkpoint (see the module doc)."""
+    """Until `stop`: poll the store; load and install each newly named checkpoint (see the module doc).
+    `on_swap(checkpoint, line)` hears of each swap (`checkpoint` None: it failed, the old one stays)."""
+    server.state.listener = on_swap
     with ThreadPoolExecutor(1, thread_name_prefix="machine-serve-load") as pool:
         while not stop.is_set():
             try:
@@ -145,8 +154,6 @@ async def follow(
             slot = await _load_slot(server, target, load, pool, max_batch)
             if slot is not None and not stop.is_set():
                 install(server, slot)
-                if on_swap is not None:
-                    on_swap(slot.checkpoint)
             elif slot is not None:
                 slot.generator.close(0)
 
@@ -172,7 +179,7 @@ async def _load_slot(
         generator = BatchGenerator(loaded, max_batch=max_batch)
         generator.start()
     except Exception as exc:  # any failure to load keeps the old checkpoint: that is the contract
-        _failed(server, f"cannot swap to {target.address}: {_one_line(exc)}")
+        _failed(server, f"{target.address} did not load: {_one_line(exc)}")
         return None
     finally:
         server.state.loading = None
@@ -187,7 +194,9 @@ def _load_and_warm(load: Loader, target: Target) -> Loaded:
 
 def _failed(server: Any, message: str) -> None:
     server.state.last_error = message
-    LOG.warning("%s; still serving %s", message, server.slot.checkpoint)
+    line = f"{message}; still serving {server.slot.checkpoint}"
+    LOG.warning("swap failed: %s", line)
+    server.state.tell(None, line)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -201,12 +210,11 @@ def install(server: Any, slot: Slot) -> None:
     server.state.swaps += 1
     server.state.last_error = None
     server.state.draining.add(old)
-    LOG.info(
-        "swapped: now serving %s (was %s; loaded in %.1f s)",
-        slot.checkpoint,
-        old.checkpoint,
-        slot.loaded_in_s,
+    line = (
+        f"swapped: now serving {slot.checkpoint} (was {old.checkpoint}; loaded in {slot.loaded_in_s:.1f} s)"
     )
+    LOG.info("%s", line)
+    server.state.tell(slot.checkpoint, line)
     release(server, old)
 
 
@@ -221,3 +229,10 @@ def release(server: Any, slot: Slot) -> None:
     server.state.draining.discard(slot)
     server.state.finished_before.update(slot.generator.finished)
     asyncio.get_running_loop().run_in_executor(None, slot.generator.close, RETIRE_TIMEOUT_S)
+
+
+async def close_all(server: Any, timeout: float) -> None:
+    """End every generation of every slot, the current one and those still draining (the server is stopping)."""
+    loop = asyncio.get_running_loop()
+    slots = [server.slot, *server.state.draining]
+    await asyncio.gather(*(loop.run_in_executor(None, slot.generator.close, timeout) for slot in slots))

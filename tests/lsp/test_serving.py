@@ -286,3 +286,45 @@ async def test_shutdown_stops_the_served_checkpoint(vscode, smollm2_dir):
     assert gone(reply["pid"]), "the serve job outlived the server's shutdown"
     with pytest.raises(OSError):
         await fetch(f"{reply['openai_base']}/models")
+
+
+async def test_serving_promoted_reports_a_failed_swap_and_keeps_the_old_checkpoint(vscode, smollm2_dir):
+    """`promoted` is followed: a promoted checkpoint that cannot load comes to the editor as the reply's
+    `last_swap` (and a `log` job event), while the server keeps serving what it served."""
+    import subprocess
+    import sys
+
+    client, root = vscode, vscode.root
+    reply = await call(client, "machine.serve.start", {"checkpoint": "promoted", "port": 0}, LOAD_WAIT)
+    assert reply["status"] == "serving" and reply["checkpoint"] == "base" and reply["swaps"] == 0, reply
+    broken = root / "broken-checkpoint"  # cannot load: an incomplete manifest, an adapter that is no safetensors
+    broken.mkdir()
+    manifest = {
+        "format": "machine-lsp-local-checkpoint/1",
+        "address": str(broken),
+        "run_id": "r",
+        "name": "n",
+    }
+    manifest |= {"engine": "local", "base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "step": 1}
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    (broken / "adapter_config.json").write_text("{}")
+    (broken / "adapter_model.safetensors").write_bytes(b"not safetensors" * 64)
+    promoted = subprocess.run(
+        [sys.executable, "-m", "machine_lsp.cli.main", "train", "promote", str(broken)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert promoted.returncode == 0, promoted.stderr
+    deadline = time.monotonic() + LOAD_WAIT
+    status = await call(client, "machine.serve.status", {})
+    while status["last_swap"] is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        status = await call(client, "machine.serve.status", {})
+    assert status["last_swap"].startswith(f"swap failed: {broken} did not load"), status
+    assert status["last_swap"].endswith("still serving base") and status["checkpoint"] == "base", status
+    assert status["swaps"] == 0 and status["url"] == reply["url"], status
+    health = await fetch(f"{reply['url']}/health")
+    assert health["checkpoint"] == "base" and str(broken) in health["swap_error"], health
+    await call(client, "machine.serve.stop", {}, 30)
