@@ -135,7 +135,8 @@ async def follow(
     """Until `stop`: poll the store; load and install each newly named checkpoint (see the module doc).
     `on_swap(checkpoint, line)` hears of each swap (`checkpoint` None: it failed, the old one stays)."""
     server.state.listener = on_swap
-    with ThreadPoolExecutor(1, thread_name_prefix="machine-serve-load") as pool:
+    pool = ThreadPoolExecutor(1, thread_name_prefix="machine-serve-load")
+    try:
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), timeout=poll_s)
@@ -156,6 +157,8 @@ async def follow(
                 install(server, slot)
             elif slot is not None:
                 slot.generator.close(0)
+    finally:  # a stop while loading must not wait for the load: its thread is left to finish on its own
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 async def _load_slot(

@@ -297,7 +297,8 @@ async def test_serving_promoted_reports_a_failed_swap_and_keeps_the_old_checkpoi
     client, root = vscode, vscode.root
     reply = await call(client, "machine.serve.start", {"checkpoint": "promoted", "port": 0}, LOAD_WAIT)
     assert reply["status"] == "serving" and reply["checkpoint"] == "base" and reply["swaps"] == 0, reply
-    broken = root / "broken-checkpoint"  # cannot load: an incomplete manifest, an adapter that is no safetensors
+    # Cannot load: an incomplete manifest, an adapter that is no safetensors file.
+    broken = root / "broken-checkpoint"
     broken.mkdir()
     manifest = {
         "format": "machine-lsp-local-checkpoint/1",
