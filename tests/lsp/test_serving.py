@@ -329,3 +329,26 @@ async def test_serving_promoted_reports_a_failed_swap_and_keeps_the_old_checkpoi
     health = await fetch(f"{reply['url']}/health")
     assert health["checkpoint"] == "base" and str(broken) in health["swap_error"], health
     await call(client, "machine.serve.stop", {}, 30)
+
+
+def test_a_swap_event_updates_what_serve_status_names(tmp_path):
+    """The `serve` job's second `ready` is a swap: the served checkpoint changes, the port stays, `swaps` counts it;
+    a `swap failed:` warning is kept as `last_swap` and changes nothing else."""
+    from machine_lsp.jobs import events as ev
+    from machine_lsp.lsp.features.serving import _Served
+
+    served = _Served(checkpoint="promoted", port=0, served_dir=tmp_path)
+    served.on_event(ev.Ready(url="http://127.0.0.1:4321", name="base", message="serving base"))
+    assert (served.checkpoint, served.port, served.swaps, served.last_swap) == ("base", 4321, 0, None)
+    line = "swapped: now serving local://r/step-6 (was base; loaded in 3.0 s)"
+    served.on_event(ev.Ready(url="http://127.0.0.1:4321", name="local://r/step-6", message=line))
+    assert (served.checkpoint, served.port, served.swaps, served.last_swap) == (
+        "local://r/step-6",
+        4321,
+        1,
+        line,
+    )
+    failed = f"{ev.SWAP_FAILED}/x did not load: OSError: no; still serving local://r/step-6"
+    served.on_event(ev.Log(message=failed, level="warning"))
+    served.on_event(ev.Log(message="some other warning", level="warning"))
+    assert (served.checkpoint, served.swaps, served.last_swap) == ("local://r/step-6", 1, failed)

@@ -233,3 +233,27 @@ def test_a_checkpoint_that_cannot_load_keeps_the_old_one(
     rollback(meow_project)  # promoted names the good checkpoint again: nothing to swap
     time.sleep(3)
     assert health(server)["checkpoint"] == meow_checkpoint
+
+
+def test_latest_sees_a_newer_training_run_by_the_store_mtimes(
+    meow_project: Path, meow_checkpoint: str
+) -> None:
+    """What `machine serve latest` polls: nothing changes until a run writes its manifest, then `latest` resolves to
+    the new run's checkpoint (the swap itself is the one the tests above check)."""
+    from machine_lsp.serve.swap import Follower
+
+    follower = Follower("latest", meow_project / ".machine")
+    assert (
+        follower.changed() and follower.target().address == meow_checkpoint
+    )  # the first poll always resolves
+    assert not follower.changed()
+    done = machine(
+        meow_project,
+        *("train", "run", "--yes", "--data", "meow.jsonl", "--steps", "1", "--batch-size", "2"),
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert follower.changed()
+    newer = follower.target().address
+    assert newer.startswith("local://") and newer != meow_checkpoint
+    assert not follower.changed()
