@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         default="latest",
         metavar="CHECKPOINT",
         help="latest (default: the newest training run's last checkpoint), promoted (what the eval gate or "
-        "`machine train promote` promoted; base when none), base, local://RUN/NAME or a directory",
+        "`machine train promote` promoted; base when none), base, local://RUN/NAME or a directory; latest and "
+        "promoted are followed: a new checkpoint is swapped in with no restart",
     )
     serve.add_argument("--port", type=int, default=agents.DEFAULT_PORT, metavar="P")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="non-loopback hosts need --api-key")
