@@ -11,13 +11,13 @@ chosen engine module lazily.
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import msgspec
 
+from machine_lsp.core import runs
 from machine_lsp.engines.errors import EngineError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -33,8 +33,6 @@ LOCAL_SCHEME = "local://"
 TINKER_SCHEME = "tinker://"
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_MANIFEST = "manifest.json"
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class OptimizerSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -217,12 +215,12 @@ def get_engine(name: str, **options: Any) -> Engine:
 
 
 def check_name(name: str, what: str = "checkpoint name") -> str:
-    """A run id or checkpoint name must be one safe path component."""
-    if not isinstance(name, str) or not _NAME_RE.match(name) or name in {".", ".."}:
-        raise EngineError(
-            f"invalid {what} {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return name
+    """A run id or checkpoint name must be one safe path component: core.runs.check_name's rule (the one rule for
+    every name that becomes a path), raised as an EngineError."""
+    try:
+        return runs.check_name(name, what)
+    except ValueError as exc:
+        raise EngineError(str(exc)) from None
 
 
 def local_address(run_id: str, name: str) -> str:
