@@ -19,7 +19,7 @@ from machine_lsp.core.conflicts import standing
 from machine_lsp.core.export import describe_copy, exchange_copies, export_kto, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
-from machine_lsp.core.sessions import resolve_from
+from machine_lsp.core.sessions import resolve_from, split_file_line
 from machine_lsp.core.store import Store, StoreError, describe_os_error
 from machine_lsp.core.tagging import TagRefused, tag
 from machine_lsp.core.terminal_text import for_terminal
@@ -104,16 +104,6 @@ def _add_turn_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking", action="store_true", help="keep the model's thinking (session logs)")
 
 
-def parse_source(value: str) -> tuple[Path, int | None]:
-    """`FILE[:LINE]` -> (path, line). A file whose own name ends in `:N` wins over the line reading."""
-    path_text, sep, line_text = value.rpartition(":")
-    if sep and line_text.isdigit() and path_text and not Path(value).exists():
-        return Path(path_text), int(line_text)
-    if sep and not line_text and path_text:
-        return Path(path_text), None  # "file.jsonl:" -> no line
-    return Path(value), None
-
-
 def guard(func: Callable[[], int]) -> int:
     """Run a command body, turning the errors people cause into one clear line and an exit code."""
     try:
@@ -141,7 +131,7 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
     def body() -> int:
         turn = resolve_from(args.source, Path.cwd(), trace=args.trace, thinking=args.thinking)
         if turn is None:  # not `last` nor a session id: a file
-            path, line = parse_source(args.source)
+            path, line = split_file_line(args.source, Path.cwd())
             turn = turn_at(load_turns(path, trace=args.trace, thinking=args.thinking), line)
         store = Store.open()
         try:
