@@ -12,6 +12,7 @@ from rich.markup import escape
 from machine_lsp.cli.consoles import console_err, console_out
 
 __all__ = ["console_err", "console_out"]  # the verbs import the consoles from here too
+from machine_lsp.engines.registry import ENGINE_NAMES, engine_for_address
 from machine_lsp.scaffold.config import ConfigError, load_project_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
@@ -25,7 +26,7 @@ class Usage(Exception):
 
 
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=["local", "tinker"], help="override the engine in machine.toml")
+    p.add_argument("--engine", choices=ENGINE_NAMES, help="override the engine in machine.toml")
     p.add_argument("--model", metavar="M", help="override the base model")
     p.add_argument("--config", metavar="FILE", help="config file (default: ./machine.toml if present)")
 
@@ -57,10 +58,8 @@ def cli_verb(fn: Any) -> Any:
 def resolved_engine(args: argparse.Namespace, checkpoint: str | None = None) -> str:
     if getattr(args, "engine", None):
         return args.engine
-    if checkpoint and checkpoint.startswith("tinker://"):
-        return "tinker"
-    if checkpoint and checkpoint.startswith("local://"):
-        return "local"
+    if engine := engine_for_address(checkpoint):
+        return engine
     config, _ = load_project_config(Path.cwd(), getattr(args, "config", None))
     return config.train.engine
 

@@ -28,6 +28,7 @@ from machine_lsp.cli.job_support import (
     resolved_engine,
     show_plan,
 )
+from machine_lsp.engines.registry import ENGINE_NAMES
 from machine_lsp.scaffold.config import (
     MachineConfig,
     TinkerSection,
@@ -47,7 +48,7 @@ def _register_sft(train_sub: argparse._SubParsersAction) -> None:
     sft.add_argument(
         "file", nargs="?", metavar="FILE", help="training JSONL (default: the store's good rows)"
     )
-    sft.add_argument("--engine", choices=["local", "tinker"], default="local")
+    sft.add_argument("--engine", choices=ENGINE_NAMES, default="local")
     sft.add_argument("--model", metavar="M", help="base model (default: the engine's)")
     sft.add_argument("--epochs", type=int, metavar="N")
     sft.add_argument("--steps", type=int, metavar="N", help="cap on optimizer steps")

@@ -10,15 +10,15 @@ chosen engine module lazily.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
 from machine_lsp.core import runs
 from machine_lsp.engines.errors import EngineError
+from machine_lsp.engines.registry import build_engine, engine_spec
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import tinker
@@ -26,11 +26,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from machine_lsp.core.schema import Message
     from machine_lsp.engines.objectives import Objective
 
-EngineName = Literal["local", "tinker"]
-ENGINE_NAMES: tuple[str, ...] = ("local", "tinker")
-
-LOCAL_SCHEME = "local://"
-TINKER_SCHEME = "tinker://"
+LOCAL_SCHEME = engine_spec("local").scheme
+TINKER_SCHEME = engine_spec("tinker").scheme
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_MANIFEST = "manifest.json"
 
@@ -197,17 +194,11 @@ class Engine(Protocol):
 
 
 def get_engine(name: str, **options: Any) -> Engine:
-    """The engine called `name` ("local" or "tinker"), imported lazily.
+    """The engine called `name` (a name in engines.registry), imported lazily.
 
     Options go to the engine's constructor (e.g. `threads=1` for local).
     """
-    if name == "local":
-        module = importlib.import_module("machine_lsp.engines.local")
-        return module.LocalEngine(**options)
-    if name == "tinker":
-        module = importlib.import_module("machine_lsp.engines.tinker_engine")
-        return module.TinkerEngine(**options)
-    raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
+    return build_engine(name, **options)
 
 
 # ---------------------------------------------------------------------------------------------------------------

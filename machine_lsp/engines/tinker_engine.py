@@ -41,6 +41,7 @@ from machine_lsp.core.runs import process_started_monotonic
 from machine_lsp.engines import render
 from machine_lsp.engines.base import TINKER_SCHEME, EngineError, LoraSettings, OptimizerSettings, StepStats
 from machine_lsp.engines.objectives import Objective, spec_for
+from machine_lsp.engines.registry import engine_spec
 from machine_lsp.engines.tinker_url import URL_ENV, is_local_url, resolve_base_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,7 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from machine_lsp.core.schema import Message
 
-DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
+DEFAULT_MODEL = engine_spec("tinker").default_model
 KEY_ENV = "TINKER_API_KEY"
 PREFLIGHT_TIMEOUT_S = 20.0
 CALL_TIMEOUT_S = 600.0  # one forward_backward / optim_step / save on a healthy service
