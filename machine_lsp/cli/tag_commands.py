@@ -16,6 +16,7 @@ from rich.table import Table
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.core.conflicts import standing
+from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.export import describe_copy, exchange_copies, export_kto, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
@@ -28,10 +29,6 @@ from machine_lsp.core.transcripts.base import display_path
 
 # The CLI's exit-code rule (machine_lsp.cli.main): 0 ok, 1 findings/refused, 2 usage or unreadable input,
 # 3 the store (or an output file) cannot be read or written.
-EXIT_OK = 0
-EXIT_DATA = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
 
 
 class OutputError(Exception):
@@ -119,7 +116,7 @@ def guard(func: Callable[[], int]) -> int:
         return exc.code
     except TagRefused as exc:
         _err().print(f"[red]machine:[/red] {escape(for_terminal(str(exc)))}")
-        return EXIT_DATA
+        return EXIT_FAILED
 
 
 def _print_store_warnings(store: Store) -> None:
