@@ -21,13 +21,13 @@ from urllib.parse import urlsplit
 from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.core.exit_codes import EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.safe_files import NotRegularFile
 from machine_lsp.core.store import find_machine_dir
 
 if TYPE_CHECKING:
     from machine_lsp.serve.proxy import ProxySettings
 
-EXIT_OK, EXIT_USAGE, EXIT_STORE = 0, 2, 3
 DEFAULT_PORT = 8788
 
 EPILOG = """\

@@ -12,8 +12,6 @@ from rich.table import Table
 
 from machine_lsp.cli.job_render import run_job
 from machine_lsp.cli.job_support import (
-    EXIT_OK,
-    Usage,
     add_job_args,
     check_file,
     cli_verb,
@@ -22,6 +20,7 @@ from machine_lsp.cli.job_support import (
     resolved_engine,
     show_help,
 )
+from machine_lsp.core.exit_codes import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from machine_lsp.core.evals import Comparison
@@ -109,7 +108,7 @@ def _eval_init(args: argparse.Namespace) -> int:
     try:
         written = write_eval_scaffold(cwd, command="machine train eval init", force=args.force)
     except ScaffoldExists as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     config = write_default_config(cwd)
     if config is not None:
         written.append(config)
@@ -188,7 +187,7 @@ def _eval_compare(args: argparse.Namespace) -> int:
         b = evals.load_result(Path(args.b))
         c = evals.compare(a, b)
     except evals.EvalError as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     chart: Path | None = None
     if not args.no_chart:
         from machine_lsp.jobs.charts import compare_chart

@@ -18,13 +18,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from machine_lsp.cli.job_support import (
     CANCEL_GRACE_S,
-    EXIT_CANCELLED,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
     console_err,
     console_out,
 )
+from machine_lsp.core.exit_codes import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.client import JobOutcome, JobProcess, job_command
 

@@ -10,22 +10,19 @@ from typing import Any
 from rich.markup import escape
 
 from machine_lsp.cli.consoles import console_err, console_out
+from machine_lsp.core.exit_codes import EXIT_USAGE, UsageError
 
 __all__ = ["console_err", "console_out"]  # the verbs import the consoles from here too
+from machine_lsp.engines.registry import ENGINE_NAMES, engine_for_address
 from machine_lsp.scaffold.config import ConfigError, load_project_config
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 # How long `jobs cancel` and Ctrl-C wait for a job to record its own end before killing it: a step in
 # progress finishes first, and on a loaded 2-core machine one step can take tens of seconds.
 CANCEL_GRACE_S = 30.0
 
 
-class Usage(Exception):
-    """Bad usage: printed as one line, exit code 2."""
-
-
 def add_engine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", choices=["local", "tinker"], help="override the engine in machine.toml")
+    p.add_argument("--engine", choices=ENGINE_NAMES, help="override the engine in machine.toml")
     p.add_argument("--model", metavar="M", help="override the base model")
     p.add_argument("--config", metavar="FILE", help="config file (default: ./machine.toml if present)")
 
@@ -47,7 +44,7 @@ def cli_verb(fn: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             return int(fn(args))
-        except (Usage, ConfigError) as exc:
+        except (UsageError, ConfigError) as exc:
             console_err().print(f"[red]machine:[/] {escape(str(exc))}")
             return EXIT_USAGE
 
@@ -57,10 +54,8 @@ def cli_verb(fn: Any) -> Any:
 def resolved_engine(args: argparse.Namespace, checkpoint: str | None = None) -> str:
     if getattr(args, "engine", None):
         return args.engine
-    if checkpoint and checkpoint.startswith("tinker://"):
-        return "tinker"
-    if checkpoint and checkpoint.startswith("local://"):
-        return "local"
+    if engine := engine_for_address(checkpoint):
+        return engine
     config, _ = load_project_config(Path.cwd(), getattr(args, "config", None))
     return config.train.engine
 
@@ -92,13 +87,13 @@ def ask(question: str, refusal: str) -> None:
     """The one asking rule of the CLI: with a terminal on stdin, ask `question` [y/N] (anything but y/yes stops);
     without one, refuse with `refusal`, which says how to go ahead (usage error, exit 2). Nothing has started."""
     if not sys.stdin.isatty():
-        raise Usage(refusal)
+        raise UsageError(refusal)
     try:
         answer = input(f"{question} [y/N] ").strip().lower()
     except EOFError:
         answer = ""
     if answer not in {"y", "yes"}:
-        raise Usage("cancelled: nothing was started")
+        raise UsageError("cancelled: nothing was started")
 
 
 def confirm_defaults(args: argparse.Namespace, verb: str, payload: dict[str, Any]) -> None:
@@ -148,4 +143,4 @@ def show_plan(args: argparse.Namespace, verb: str, payload: dict[str, Any]) -> N
 
 def check_file(path: str | None, what: str) -> None:
     if path and not Path(path).is_file():
-        raise Usage(f"{path}: no such {what} file")
+        raise UsageError(f"{path}: no such {what} file")

@@ -13,13 +13,11 @@ from rich.table import Table
 from machine_lsp.cli.consoles import fit_columns
 from machine_lsp.cli.job_support import (
     CANCEL_GRACE_S,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
     console_err,
     console_out,
 )
 from machine_lsp.core import runs
+from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 # (name, least width, most width) of `machine jobs`'s table (see consoles.fit_columns).
 JOBS_COLUMNS = (

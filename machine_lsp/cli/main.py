@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from machine_lsp import __version__
+from machine_lsp.core.exit_codes import EXIT_BROKEN_PIPE, EXIT_CANCELLED, EXIT_STORE, EXIT_USAGE, UsageError
 from machine_lsp.core.store import StoreError
 
 # Modules that expose `register(sub, train_sub) -> None`. Missing modules are skipped so that areas can land
@@ -33,16 +34,6 @@ REGISTRARS = [
     "machine_lsp.cli.capture_commands",  # capture proxy
     "machine_lsp.cli.tinker_commands",  # tinker serve|status|stop
 ]
-
-
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
-
-
-class UsageError(Exception):
-    """Raised by a command for bad usage; printed without a traceback, exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _missing_verb(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
-    return 2
+    return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         return int(func(args) or 0)
     except UsageError as exc:
@@ -88,12 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_STORE
     except KeyboardInterrupt:
         print("machine: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_CANCELLED
     except BrokenPipeError:
         # The reader went away (`machine tagged --json | head`): not worth a traceback. Point stdout at
         # /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from machine_lsp.cli.job_support import EXIT_OK, Usage, cli_verb, console_err, console_out
+from machine_lsp.cli.job_support import cli_verb, console_err, console_out
+from machine_lsp.core.exit_codes import EXIT_OK, UsageError
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
@@ -31,7 +32,7 @@ def _machine_dir() -> Path:
     try:
         return Store.open(Path.cwd()).root
     except StoreError as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 def _checked(name: str, machine_dir: Path) -> str:
@@ -41,9 +42,11 @@ def _checked(name: str, machine_dir: Path) -> str:
     try:
         target = resolve(name, machine_dir)
     except CheckpointError as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     if target.kind == "base":
-        raise Usage("`base` is what nothing promoted means: use `machine train rollback` to go back to it")
+        raise UsageError(
+            "`base` is what nothing promoted means: use `machine train rollback` to go back to it"
+        )
     return target.address
 
 
@@ -56,7 +59,7 @@ def _promote(args: argparse.Namespace) -> int:
     try:
         event = promotions.promote(machine_dir, address, by="hand", reason=args.reason)
     except promotions.PromotionError as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     before = event.previous or "base"
     console_out().print(f"promoted {escape(address)} (was {escape(before)})", highlight=False)
     return EXIT_OK
@@ -69,7 +72,7 @@ def _rollback(args: argparse.Namespace) -> int:
     try:
         event = promotions.rollback(_machine_dir(), reason=args.reason)
     except promotions.PromotionError as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     console_out().print(
         f"rolled back {escape(event.previous or '')}: promoted is now {escape(event.checkpoint)}",
         highlight=False,
@@ -84,7 +87,7 @@ def _show(args: argparse.Namespace) -> int:
     try:
         log = promotions.read_log(_machine_dir())
     except promotions.PromotionError as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     for warning in log.warnings:
         console_err().print(f"[yellow]warning:[/] {escape(warning)}")
     out = console_out()

@@ -21,12 +21,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.core.exit_codes import EXIT_OK, EXIT_USAGE
 from machine_lsp.core.store import find_machine_dir
 from machine_lsp.core.terminal_text import for_terminal
 from machine_lsp.serve import agents
 from machine_lsp.serve.checkpoints import CheckpointError, Target, resolve, servable
-
-EXIT_OK, EXIT_USAGE = 0, 2
 
 
 def _err() -> Console:

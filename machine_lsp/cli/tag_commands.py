@@ -16,10 +16,11 @@ from rich.table import Table
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.core.conflicts import standing
+from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.export import describe_copy, exchange_copies, export_kto, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
 from machine_lsp.core.schema import TagRecord, encode, text_of
-from machine_lsp.core.sessions import resolve_from
+from machine_lsp.core.sessions import resolve_from, split_file_line
 from machine_lsp.core.store import Store, StoreError, describe_os_error
 from machine_lsp.core.tagging import TagRefused, tag
 from machine_lsp.core.terminal_text import for_terminal
@@ -28,10 +29,6 @@ from machine_lsp.core.transcripts.base import display_path
 
 # The CLI's exit-code rule (machine_lsp.cli.main): 0 ok, 1 findings/refused, 2 usage or unreadable input,
 # 3 the store (or an output file) cannot be read or written.
-EXIT_OK = 0
-EXIT_DATA = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
 
 
 class OutputError(Exception):
@@ -104,16 +101,6 @@ def _add_turn_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking", action="store_true", help="keep the model's thinking (session logs)")
 
 
-def parse_source(value: str) -> tuple[Path, int | None]:
-    """`FILE[:LINE]` -> (path, line). A file whose own name ends in `:N` wins over the line reading."""
-    path_text, sep, line_text = value.rpartition(":")
-    if sep and line_text.isdigit() and path_text and not Path(value).exists():
-        return Path(path_text), int(line_text)
-    if sep and not line_text and path_text:
-        return Path(path_text), None  # "file.jsonl:" -> no line
-    return Path(value), None
-
-
 def guard(func: Callable[[], int]) -> int:
     """Run a command body, turning the errors people cause into one clear line and an exit code."""
     try:
@@ -129,7 +116,7 @@ def guard(func: Callable[[], int]) -> int:
         return exc.code
     except TagRefused as exc:
         _err().print(f"[red]machine:[/red] {escape(for_terminal(str(exc)))}")
-        return EXIT_DATA
+        return EXIT_FAILED
 
 
 def _print_store_warnings(store: Store) -> None:
@@ -141,7 +128,7 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
     def body() -> int:
         turn = resolve_from(args.source, Path.cwd(), trace=args.trace, thinking=args.thinking)
         if turn is None:  # not `last` nor a session id: a file
-            path, line = parse_source(args.source)
+            path, line = split_file_line(args.source, Path.cwd())
             turn = turn_at(load_turns(path, trace=args.trace, thinking=args.thinking), line)
         store = Store.open()
         try:

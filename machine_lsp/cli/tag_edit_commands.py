@@ -9,8 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from machine_lsp.cli.consoles import console_err, console_out
-from machine_lsp.cli.tag_commands import EXIT_OK, guard
+from machine_lsp.cli.tag_commands import guard
 from machine_lsp.core.conflicts import claim_kind, resolve, turn_key
+from machine_lsp.core.exit_codes import EXIT_OK
 from machine_lsp.core.schema import TagRecord
 from machine_lsp.core.store import Store
 from machine_lsp.core.tag_edits import retag, untag

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:

@@ -18,8 +18,6 @@ from rich.markup import escape
 
 from machine_lsp.cli.job_render import run_job
 from machine_lsp.cli.job_support import (
-    EXIT_OK,
-    Usage,
     add_job_args,
     cli_verb,
     confirm_cost,
@@ -28,6 +26,8 @@ from machine_lsp.cli.job_support import (
     resolved_engine,
     show_plan,
 )
+from machine_lsp.core.exit_codes import EXIT_OK, UsageError
+from machine_lsp.engines.registry import ENGINE_NAMES
 from machine_lsp.scaffold.config import (
     MachineConfig,
     TinkerSection,
@@ -47,7 +47,7 @@ def _register_sft(train_sub: argparse._SubParsersAction) -> None:
     sft.add_argument(
         "file", nargs="?", metavar="FILE", help="training JSONL (default: the store's good rows)"
     )
-    sft.add_argument("--engine", choices=["local", "tinker"], default="local")
+    sft.add_argument("--engine", choices=ENGINE_NAMES, default="local")
     sft.add_argument("--model", metavar="M", help="base model (default: the engine's)")
     sft.add_argument("--epochs", type=int, metavar="N")
     sft.add_argument("--steps", type=int, metavar="N", help="cap on optimizer steps")
@@ -111,12 +111,14 @@ def _sft(args: argparse.Namespace) -> int:
         path = Path(args.file)
         full = path if path.is_absolute() else cwd / path
         if not full.is_file():
-            raise Usage(f"{args.file}: no such file" if not full.exists() else f"{args.file}: not a file")
+            raise UsageError(
+                f"{args.file}: no such file" if not full.exists() else f"{args.file}: not a file"
+            )
         data = str(path) if not path.is_absolute() else str(full)
     eval_data = None
     if args.eval_data:
         if not (cwd / args.eval_data).is_file():
-            raise Usage(f"{args.eval_data}: no such file")
+            raise UsageError(f"{args.eval_data}: no such file")
         eval_data = args.eval_data
     train = {
         "engine": args.engine,
@@ -143,7 +145,7 @@ def _sft(args: argparse.Namespace) -> int:
     try:
         written = write_train_scaffold(cwd, config, command=command.strip(), force=args.force)
     except ScaffoldExists as exc:
-        raise Usage(str(exc)) from None
+        raise UsageError(str(exc)) from None
     out = console_out()
     for path in written:
         out.print(f"wrote [bold]{escape(path.name)}[/]")

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from machine_lsp.cli.consoles import console_err, console_out
+from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.store import StoreError
 from machine_lsp.core.terminal_text import for_terminal
 from machine_lsp.core.validate import (
@@ -32,10 +33,6 @@ from machine_lsp.core.validate import (
     validate_path,
 )
 
-EXIT_OK = 0
-EXIT_DATA = 1
-EXIT_USAGE = 2
-EXIT_STORE = 3
 FIX_ROUNDS = 5  # a fix can reveal another (a row split off its neighbour's line is checked only then)
 MAX_PRINTED_FINDINGS = 200
 STORE_LABEL = "<store: good rows as SFT>"
@@ -138,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(msgspec.json.encode(_as_json(report)).decode() + "\n")
     else:
         _print_human(report)
-    return EXIT_OK if report.all_ok else EXIT_DATA
+    return EXIT_OK if report.all_ok else EXIT_FAILED
 
 
 def _store_sft_bytes() -> bytes:

@@ -403,18 +403,25 @@ def _try_load(session: Session, *, trace: bool, thinking: bool) -> list[Turn]:
         return []
 
 
-def _names_a_file(spec: str, base: Path) -> bool:
-    """Whether `spec` is FILE[:LINE] of an existing file; a relative FILE is taken from `base` (the CLI's cwd, the
-    editor's workspace), never from wherever the process happens to run."""
+def split_file_line(spec: str, base: Path) -> tuple[Path, int | None]:
+    """`FILE[:LINE]` -> (FILE, LINE or None), the one reading of it for the CLI's `--from` and the editor's `from`.
+
+    A file whose own name ends in `:N` wins over the line reading, and `FILE:` is FILE with no line. A relative
+    FILE is looked up from `base` (the CLI's cwd, the editor's workspace), never from wherever the process runs;
+    the path comes back as written (relative stays relative)."""
     if (base / Path(spec).expanduser()).exists():
-        return True
+        return Path(spec), None
     path_text, sep, line_text = spec.rpartition(":")
-    return bool(
-        sep
-        and path_text
-        and (line_text.isdigit() or not line_text)
-        and (base / Path(path_text).expanduser()).exists()
-    )
+    if sep and path_text and line_text.isdigit():
+        return Path(path_text), int(line_text)
+    if sep and path_text and not line_text:
+        return Path(path_text), None
+    return Path(spec), None
+
+
+def _names_a_file(spec: str, base: Path) -> bool:
+    """Whether `spec` is FILE[:LINE] of an existing file (read as :func:`split_file_line` reads it)."""
+    return (base / split_file_line(spec, base)[0].expanduser()).exists()
 
 
 def _looks_like_a_path(spec: str) -> bool:

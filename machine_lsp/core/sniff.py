@@ -27,27 +27,16 @@ def first_nonblank_lines(lines: Iterable[str], count: int) -> list[str]:
 def session_log_format(lines: Iterable[str]) -> str | None:
     """The name of the harness whose session log this is ("pi", ...), or None for chat JSONL / anything else.
 
-    Decided by the transcript adapters' own sniffers, so that a format added to `transcripts.ADAPTERS` is
-    recognised everywhere at once: `transcripts.pick_adapter` on the first non-blank lines where the transcripts
-    package has it (multi-line sniffing), else each adapter's `sniff` on the first line. The chat JSONL adapter
-    (last, the fallback) is not a session log."""
+    Decided by the transcript adapters' own sniffers (`transcripts.pick_adapter` on the first non-blank lines), so
+    that a format added to `transcripts.ADAPTERS` is recognised everywhere at once. The chat JSONL adapter (last,
+    the fallback) is not a session log."""
     from machine_lsp.core import transcripts
 
     head = first_nonblank_lines(lines, 8)
     if not head:
         return None
-    pick = getattr(transcripts, "pick_adapter", None)
-    if pick is not None:
-        adapter = pick(head)
-        chat = transcripts.ADAPTERS[-1]
-        return None if adapter is None or adapter is chat else adapter.name
-    for adapter in transcripts.ADAPTERS[:-1]:
-        try:
-            if adapter.sniff(head[0]):
-                return adapter.name
-        except (RecursionError, ValueError):  # a line nested too deeply to decode is nobody's header
-            continue
-    return None
+    adapter = transcripts.pick_adapter(head)
+    return None if adapter is None or adapter is transcripts.ADAPTERS[-1] else adapter.name
 
 
 def _binary_message(offset: int) -> str:

@@ -10,15 +10,15 @@ chosen engine module lazily.
 
 from __future__ import annotations
 
-import importlib
-import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import msgspec
 
+from machine_lsp.core import runs
 from machine_lsp.engines.errors import EngineError
+from machine_lsp.engines.registry import build_engine, engine_spec
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import tinker
@@ -26,15 +26,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from machine_lsp.core.schema import Message
     from machine_lsp.engines.objectives import Objective
 
-EngineName = Literal["local", "tinker"]
-ENGINE_NAMES: tuple[str, ...] = ("local", "tinker")
-
-LOCAL_SCHEME = "local://"
-TINKER_SCHEME = "tinker://"
+LOCAL_SCHEME = engine_spec("local").scheme
+TINKER_SCHEME = engine_spec("tinker").scheme
 CHECKPOINTS_DIR = "checkpoints"
 CHECKPOINT_MANIFEST = "manifest.json"
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class OptimizerSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,17 +194,11 @@ class Engine(Protocol):
 
 
 def get_engine(name: str, **options: Any) -> Engine:
-    """The engine called `name` ("local" or "tinker"), imported lazily.
+    """The engine called `name` (a name in engines.registry), imported lazily.
 
     Options go to the engine's constructor (e.g. `threads=1` for local).
     """
-    if name == "local":
-        module = importlib.import_module("machine_lsp.engines.local")
-        return module.LocalEngine(**options)
-    if name == "tinker":
-        module = importlib.import_module("machine_lsp.engines.tinker_engine")
-        return module.TinkerEngine(**options)
-    raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
+    return build_engine(name, **options)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -217,12 +206,12 @@ def get_engine(name: str, **options: Any) -> Engine:
 
 
 def check_name(name: str, what: str = "checkpoint name") -> str:
-    """A run id or checkpoint name must be one safe path component."""
-    if not isinstance(name, str) or not _NAME_RE.match(name) or name in {".", ".."}:
-        raise EngineError(
-            f"invalid {what} {name!r}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return name
+    """A run id or checkpoint name must be one safe path component: core.runs.check_name's rule (the one rule for
+    every name that becomes a path), raised as an EngineError."""
+    try:
+        return runs.check_name(name, what)
+    except ValueError as exc:
+        raise EngineError(str(exc)) from None
 
 
 def local_address(run_id: str, name: str) -> str:

@@ -24,8 +24,8 @@ from machine_lsp.core.schema import Message
 from machine_lsp.core.validate import Finding, Kind, Report
 from machine_lsp.engines import render
 from machine_lsp.engines.base import EngineError
+from machine_lsp.engines.registry import engine_spec
 
-DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DATASET_CODES = frozenset({"train-eval-leak", "duplicate-row"})
 
 
@@ -127,7 +127,7 @@ def check_readiness(
     progress: Callable[[int, int], None] | None = None,
 ) -> Readiness:
     """Render every row of `data` that `report` found no error in; findings and token counts."""
-    model = model or DEFAULT_MODEL
+    model = model or engine_spec("local").default_model
     loaded = _load(model, renderer, train_on)
     # Rows with shape errors are not rendered; dataset-level errors (leakage) say nothing about the row's shape.
     bad_lines = {f.line for f in report.findings if f.severity == "error" and f.code not in DATASET_CODES}

@@ -10,8 +10,9 @@ import os
 import sys
 from pathlib import Path
 
+from machine_lsp.core.exit_codes import EXIT_USAGE
 from machine_lsp.jobs import events as ev
-from machine_lsp.jobs.runner import EXIT_USAGE, run
+from machine_lsp.jobs.runner import run
 from machine_lsp.jobs.verbs import VERBS, load_verb
 
 

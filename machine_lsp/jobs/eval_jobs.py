@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from machine_lsp.core import evals, runs
+from machine_lsp.engines.registry import EngineName, engine_for_address
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.common import make_engine, project_config, served_model
 from machine_lsp.jobs.data import resolve
@@ -26,7 +27,7 @@ CHUNK = 16
 
 class EvalArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     config: str | None = None
-    engine: Literal["local", "tinker"] | None = None
+    engine: EngineName | None = None
     model: str | None = None
     threads: int | None = None
     data: str | None = None
@@ -59,11 +60,7 @@ def _check_result_name(name: str) -> str:
 def _engine_for(args: EvalArgs, configured: str) -> str:
     if args.engine:
         return args.engine
-    if args.checkpoint and args.checkpoint.startswith("tinker://"):
-        return "tinker"
-    if args.checkpoint and args.checkpoint.startswith("local://"):
-        return "local"
-    return configured
+    return engine_for_address(args.checkpoint) or configured
 
 
 def _resolve_latest(ctx: JobContext, args: EvalArgs) -> None:

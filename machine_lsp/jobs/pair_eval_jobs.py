@@ -9,13 +9,14 @@ count it. Result: `eval_results/pairs-<name>.json` (`core.preference.PreferenceR
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from machine_lsp.core import runs
 from machine_lsp.core.preference import PairScore, messages_of, preference_report, read_comparison_rows
 from machine_lsp.core.schema import RowFileError
+from machine_lsp.engines.registry import EngineName, engine_for_address
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.data import resolve, validate_or_fail
@@ -27,7 +28,7 @@ BATCH = 16  # pairs scored per engine call
 
 class EvalPairsArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     config: str | None = None
-    engine: Literal["local", "tinker"] | None = None
+    engine: EngineName | None = None
     model: str | None = None
     threads: int | None = None
     data: str  # a pairs file (tinker-cookbook comparisons, `machine export pairs`)
@@ -102,7 +103,7 @@ def eval_pairs(ctx: JobContext, args: EvalPairsArgs) -> tuple[dict[str, Any], st
     cfg = project_config(
         ctx, args.config, {"model": args.model, "threads": args.threads, "beta": args.beta}
     ).train
-    engine_name = args.engine or ("tinker" if (args.checkpoint or "").startswith("tinker://") else cfg.engine)
+    engine_name = args.engine or engine_for_address(args.checkpoint) or cfg.engine
     path, pairs = _pairs(ctx, args.data)
     engine = make_engine(ctx, engine_name, cfg.threads)
     model = served_model(ctx, engine, cfg.resolved_model())

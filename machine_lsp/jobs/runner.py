@@ -35,15 +35,11 @@ from typing import Any
 import msgspec
 
 from machine_lsp.core import runs
+from machine_lsp.core.exit_codes import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from machine_lsp.core.redact import redact_urls_bytes
 from machine_lsp.jobs import events as ev
 
 log = logging.getLogger("machine_lsp.jobs")
-
-EXIT_DONE = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 130
 
 
 class JobError(Exception):
@@ -420,4 +416,4 @@ def _run_verb(ctx: JobContext, verb: Verb, args: Any) -> int:
         ctx.run_dir  # noqa: B018
     ctx.update(status="done", result=result, finished_at=runs.now_iso())
     ctx.emit(ev.Done(result=result, message=message))
-    return EXIT_DONE
+    return EXIT_OK

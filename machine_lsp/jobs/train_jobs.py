@@ -28,6 +28,7 @@ import msgspec
 from machine_lsp.core import runs
 from machine_lsp.core.run_plan import RunSize, describe_size
 from machine_lsp.core.schema import Message
+from machine_lsp.engines.registry import EngineName
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
@@ -41,7 +42,7 @@ SMOKE_STEPS = 2
 
 class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     config: str | None = None
-    engine: Literal["local", "tinker"] | None = None
+    engine: EngineName | None = None
     model: str | None = None
     data: str | None = None
     epochs: int | None = None

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from machine_lsp.engines.registry import engine_for_address
 from machine_lsp.lsp.replies import JobPlan
 
 TRAIN_VERBS = ("train-smoke", "train-run")
-CHECKPOINT_ENGINES = {"tinker://": "tinker", "local://": "local"}
 
 
 def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
@@ -34,10 +34,7 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
     engine = config.train.engine
     checkpoint = job_args.get("checkpoint") if isinstance(job_args.get("checkpoint"), str) else None
     if not training:
-        engine = job_args.get("engine") or next(
-            (e for prefix, e in CHECKPOINT_ENGINES.items() if checkpoint and checkpoint.startswith(prefix)),
-            engine,
-        )
+        engine = job_args.get("engine") or engine_for_address(checkpoint) or engine
     plan = JobPlan(verb=verb, engine=engine, model=config.train.resolved_model(), checkpoint=checkpoint)
     if engine == "tinker":
         from machine_lsp.scaffold.config import tinker_costs_money

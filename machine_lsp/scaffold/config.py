@@ -15,15 +15,11 @@ import msgspec
 
 from machine_lsp.engines.objectives import OBJECTIVE_NAMES
 from machine_lsp.engines.objectives.base import DEFAULT_BETA
+from machine_lsp.engines.registry import EngineName, engine_spec
 
 CONFIG_FILE = "machine.toml"
-LOCAL_DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
-TINKER_DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
-DEFAULT_LR = {"local": 5e-4, "tinker": 2e-4}
 DEFAULT_FORMAT_PATTERN = r"^answer: -?\d+$"
 CHECKPOINT_TTL_S = 604800  # 7 days, tinker-cookbook's `ttl_seconds` for periodic checkpoints
-
-EngineName = Literal["local", "tinker"]
 
 
 class ConfigError(ValueError):
@@ -109,10 +105,10 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
                 raise msgspec.ValidationError(message)
 
     def resolved_model(self) -> str:
-        return self.model or (LOCAL_DEFAULT_MODEL if self.engine == "local" else TINKER_DEFAULT_MODEL)
+        return self.model or engine_spec(self.engine).default_model
 
     def resolved_lr(self) -> float:
-        return self.learning_rate if self.learning_rate is not None else DEFAULT_LR[self.engine]
+        return self.learning_rate if self.learning_rate is not None else engine_spec(self.engine).default_lr
 
 
 class EvalSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

@@ -21,8 +21,9 @@ from machine_lsp.scaffold.config import (
 )
 
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
-TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size", "objective")
-EVAL_KEYS = ("data", "max_tokens")
+# The job arguments that change a job's size estimate (not every [train] override: config.TRAIN_KEYS lists those).
+TRAIN_SIZING_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size", "objective")
+EVAL_SIZING_KEYS = ("data", "max_tokens")
 BUILTIN_PROBE_QUESTIONS = 12  # rough size of the built-in bleed probe, for the estimate only
 
 
@@ -67,8 +68,8 @@ def estimate_job(verb: str, project: Path, job_args: dict[str, Any]) -> RunEstim
         config, _ = load_project_config(project, job_args.get("config"))
         config = apply_overrides(
             config,
-            {k: job_args.get(k) for k in TRAIN_KEYS if k != "data" or verb.startswith("train")},
-            {k: job_args.get(k) for k in EVAL_KEYS if verb.startswith("eval")},
+            {k: job_args.get(k) for k in TRAIN_SIZING_KEYS if k != "data" or verb.startswith("train")},
+            {k: job_args.get(k) for k in EVAL_SIZING_KEYS if verb.startswith("eval")},
         )
     except ConfigError:
         return None

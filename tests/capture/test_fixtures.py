@@ -21,7 +21,7 @@ def test_claude_code_2_0_sidechain_lines_in_the_main_file_stay_out() -> None:
     """Claude Code 2.0.46 wrote sub-agent (Task) lines into the session file itself, interleaved."""
     for trace in (False, True):
         turns = load_turns(SIDECHAIN, trace=trace)
-        assert turns.adapter == "claude_code" and not turns.problems
+        assert turns.adapter == "claude-code" and not turns.problems
         for turn in turns:
             text = json.dumps([str(m.content) for m in turn.messages])
             assert "I'll research how" not in text and "Grep" not in json.dumps(
@@ -121,7 +121,7 @@ def test_claude_code_log_starting_with_bookkeeping_lines_is_recognised(tmp_path:
     path = tmp_path / "session.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in top) + body)
     turns = load_turns(path)
-    assert turns.adapter == "claude_code" and len(turns) == 2 and turns[0].line > 2
+    assert turns.adapter == "claude-code" and len(turns) == 2 and turns[0].line > 2
 
 
 def test_codex_turn_abort_blocks_the_reply_before_it(tmp_path: Path) -> None:

@@ -85,6 +85,6 @@ def test_a_log_read_as_claude_code_before_is_never_labelled_claude_code(
     qwen_code_session: AgentSession,
 ) -> None:
     turns = load_turns(qwen_code_session.log)
-    assert turns.adapter == "qwen_code" and not turns.problems
+    assert turns.adapter == "qwen-code" and not turns.problems
     assert {turn.source.harness for turn in turns} == {"qwen-code"}
     assert all(turn.tags_blocked is None for turn in turns)

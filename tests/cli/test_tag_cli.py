@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from machine_lsp.cli.main import main
-from machine_lsp.cli.tag_commands import parse_source
 from machine_lsp.core.schema import decode_training_row
+from machine_lsp.core.sessions import split_file_line
 from machine_lsp.core.store import Store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -35,10 +35,14 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_parse_source() -> None:
-    assert parse_source("chat.jsonl:12") == (Path("chat.jsonl"), 12)
-    assert parse_source("chat.jsonl") == (Path("chat.jsonl"), None)
-    assert parse_source("/a/b:c/x.jsonl") == (Path("/a/b:c/x.jsonl"), None)
+def test_split_file_line(tmp_path: Path) -> None:
+    assert split_file_line("chat.jsonl:12", tmp_path) == (Path("chat.jsonl"), 12)
+    assert split_file_line("chat.jsonl", tmp_path) == (Path("chat.jsonl"), None)
+    assert split_file_line("chat.jsonl:", tmp_path) == (Path("chat.jsonl"), None)
+    assert split_file_line("/a/b:c/x.jsonl", tmp_path) == (Path("/a/b:c/x.jsonl"), None)
+    assert split_file_line("notes:3", tmp_path) == (Path("notes"), 3)
+    (tmp_path / "notes:3").write_text("")  # a file whose own name ends in :N wins over the line reading
+    assert split_file_line("notes:3", tmp_path) == (Path("notes:3"), None)
 
 
 def test_good_then_tagged_then_data(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

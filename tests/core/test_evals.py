@@ -1,4 +1,4 @@
-"""core/evals.py against hand-computed values: graders, format, compare statistics, result schema, probes."""
+"""core/evals/ against hand-computed values: graders, format, compare statistics, result schema, probes."""
 
 from __future__ import annotations
 

@@ -47,13 +47,34 @@ def test_length_groups_bound_padding_and_size() -> None:
     assert length_groups([5, 5, 5], max_tokens=1000, max_padding=0.0) == [[0, 1, 2]]
 
 
+def test_one_name_rule_for_runs_results_and_checkpoints() -> None:
+    """engines.base.check_name is core.runs.check_name's rule (before, `_tmp` and `v1+lora` passed one, not the
+    other): a name the CLI and the editor take for a run or result is a checkpoint name too, and the reverse."""
+    from machine_lsp.core import runs
+    from machine_lsp.engines.base import check_name
+
+    for name in ("_tmp", "v1+lora", "step-10", "a.b", ".hidden", "-rf", "..", "a/b", "", "x" * 129, "é"):
+        try:
+            runs.check_name(name)
+            core_takes = True
+        except ValueError:
+            core_takes = False
+        try:
+            check_name(name)
+            engine_takes = True
+        except EngineError:
+            engine_takes = False
+        assert core_takes == engine_takes, name
+    assert check_name("_tmp") == "_tmp" and check_name("v1+lora") == "v1+lora"
+
+
 def test_addresses_round_trip_and_refuse_bad_input(tmp_path: Path) -> None:
     assert local_address("run-1", "step-10") == "local://run-1/step-10"
     assert parse_local_address("local://run-1/step-10") == ("run-1", "step-10")
     for bad in ("local://run-1", "local://a/b/c", "local://../x", "file://x/y", "local://a/"):
         with pytest.raises(EngineError):
             parse_local_address(bad)
-    with pytest.raises(EngineError, match="invalid checkpoint name"):
+    with pytest.raises(EngineError, match="checkpoint name '../../etc' is not a valid name"):
         local_address("run", "../../etc")
     store = tmp_path / ".machine"
     (store / "runs" / "r1" / "checkpoints" / "ok").mkdir(parents=True)

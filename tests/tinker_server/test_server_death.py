@@ -13,14 +13,14 @@ import time
 
 import pytest
 
-from machine_lsp.engines import tinker_engine
+from machine_lsp.engines import tinker_service
 from machine_lsp.engines.tinker_engine import TinkerUnavailable, wait_future
 from machine_lsp.tinker_server import process
 
 
 @pytest.fixture(autouse=True)
 def fast_checks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tinker_engine, "LIVENESS_CHECK_S", 0.2)
+    monkeypatch.setattr(tinker_service, "LIVENESS_CHECK_S", 0.2)  # wait_future reads it there
 
 
 def test_a_finished_call_returns_its_result() -> None:

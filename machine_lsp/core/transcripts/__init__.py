@@ -38,7 +38,6 @@ from machine_lsp.core.transcripts.unknown import describe_object, describe_text
 __all__ = [
     "ADAPTERS",
     "is_assistant_entry",
-    "is_harness_log",
     "TranscriptAdapter",
     "TranscriptError",
     "Turn",
@@ -161,13 +160,6 @@ def _load(text: str, uri: str, *, trace: bool, thinking: bool) -> TurnList:
         turns.adapter or adapter_name
     )  # an adapter may name what it found (Letta's log in Pi's format)
     return turns
-
-
-def is_harness_log(first_lines: list[str] | str) -> bool:
-    """True when these first non-blank line(s) are an agent harness's session log, not chat JSONL rows."""
-    head = [first_lines] if isinstance(first_lines, str) else first_lines
-    adapter = pick_adapter([line for line in head if line.strip()])
-    return adapter is not None and adapter.name != "chat_jsonl"
 
 
 def is_assistant_entry(obj: object) -> bool:

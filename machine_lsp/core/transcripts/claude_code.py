@@ -95,7 +95,7 @@ def looks_like_claude_code(obj: Any) -> bool:
 
 
 class ClaudeCodeAdapter:
-    name = "claude_code"
+    name = HARNESS  # one spelling: the harness name `machine sessions` and capture use
 
     def sniff(self, first_line: str) -> bool:
         return self.sniff_lines([first_line])

@@ -54,7 +54,7 @@ def looks_like_qwen_code(obj: Any) -> bool:
 
 
 class QwenCodeAdapter:
-    name = "qwen_code"
+    name = HARNESS
 
     def sniff(self, first_line: str) -> bool:
         return self.sniff_lines([first_line])

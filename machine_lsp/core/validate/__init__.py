@@ -30,6 +30,7 @@ from machine_lsp.core.validate.fast import (
     _Thinking,
     _ToolCall,
 )
+from machine_lsp.core.validate.file_reports import prompt_keys, validate_bytes, validate_path, validate_text
 from machine_lsp.core.validate.findings import (
     Finding,
     Fix,
@@ -42,15 +43,7 @@ from machine_lsp.core.validate.findings import (
 )
 from machine_lsp.core.validate.formats import diagnose_lines
 from machine_lsp.core.validate.inputs import BINARY_SNIFF_BYTES, check_binary, read_input
-from machine_lsp.core.validate.passes import (
-    _BATCH,
-    check_line,
-    check_lines,
-    prompt_keys,
-    validate_bytes,
-    validate_path,
-    validate_text,
-)
+from machine_lsp.core.validate.passes import _BATCH, check_line, check_lines
 from machine_lsp.core.validate.preference import PREFERENCE_KINDS, refine_kind
 from machine_lsp.core.validate.rules import ROLE_SYNONYMS, _slow_check
 

@@ -215,7 +215,7 @@ class CommandsFeature(LanguageFeature):
 
     async def _turn_from(self, source: str, args: dict[str, Any], trace: bool):
         """`from`: "last" or "SESSION-ID[:TURN]" (core resolve_from, as `machine good --from`), or FILE[:LINE]."""
-        from machine_lsp.core.sessions import resolve_from
+        from machine_lsp.core.sessions import resolve_from, split_file_line
 
         start = self.server.project_start(args.get("uri"))
         turn = await asyncio.get_running_loop().run_in_executor(
@@ -223,11 +223,8 @@ class CommandsFeature(LanguageFeature):
         )
         if turn is not None:
             return turn, turn.source.uri
-        path_text, sep, line_text = source.rpartition(":")
-        path, line = (path_text, int(line_text)) if sep and line_text.isdigit() else (source, None)
-        uri = (
-            (start / Path(path).expanduser()).absolute().as_uri()
-        )  # relative: to the project, as the CLI's cwd
+        path, line = split_file_line(source, start)  # relative: to the project, as the CLI's cwd
+        uri = (start / path.expanduser()).absolute().as_uri()
         return await self._line_turn(uri, {"line": line}, trace), uri
 
     def _lines(self, uri: str) -> list[str]:

@@ -28,13 +28,12 @@ from machine_lsp.core.sniff import binary_reason_of_lines, session_log_format
 from machine_lsp.lsp import compat
 from machine_lsp.lsp.documents import FULL_EDIT, LineDocument
 from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.finding_diagnostics import SOURCE, file_diagnostic, shift_to_line, to_diagnostic
 from machine_lsp.lsp.line_index import Filled, LineEntry, LineIndex
-from machine_lsp.lsp.positions import core_range, strip_eol, to_client_character
+from machine_lsp.lsp.positions import strip_eol
 
 logger = logging.getLogger(__name__)
 
-SOURCE = "machine"
-_SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
 _CHUNK = 2000  # lines checked between yields to the event loop
 _FEW = 16  # at most this many lines to check: one at a time; more: batched (validate.check_lines)
 #: The per-line cache (line text -> checked entry) is emptied when its keys pass this many characters, and when a
@@ -171,7 +170,7 @@ class DiagnosticsFeature(LanguageFeature):
         except Exception as exc:  # a validator bug must not take the server down
             logger.exception("diagnostics failed for %s", state.uri)
             state.file_diagnostics = [
-                _file_diagnostic(f"machine-lsp could not check this file: {exc}", "error")
+                file_diagnostic(f"machine-lsp could not check this file: {exc}", "error")
             ]
             state.index = None
             changed = True
@@ -201,7 +200,7 @@ class DiagnosticsFeature(LanguageFeature):
             if unchecked:
                 state.index = None
                 state.dataset, state.dataset_findings = [], []
-                state.file_diagnostics = [_file_diagnostic(unchecked)]
+                state.file_diagnostics = [file_diagnostic(unchecked)]
                 break
             # A whole file in another chat format: one finding, its fix served with line 1's (line_result).
             kind = validate.refine_kind(state.kind or "auto", lines)  # DPO pairs / KTO rows: their own checks
@@ -210,7 +209,7 @@ class DiagnosticsFeature(LanguageFeature):
             if diagnosis is not None:
                 state.index = None
                 state.dataset, state.dataset_findings = [], [diagnosis]
-                state.file_diagnostics = [_to_diagnostic(doc.position_codec, lines, diagnosis, None)]
+                state.file_diagnostics = [to_diagnostic(doc.position_codec, lines, diagnosis, None)]
                 break
             state.file_diagnostics = []
             index = state.index
@@ -333,7 +332,7 @@ class DiagnosticsFeature(LanguageFeature):
     def _entry_of(self, result, line: str) -> LineEntry:
         codec = self.server.workspace.position_codec
         diagnostics = tuple(
-            _to_diagnostic(codec, [line], finding, line_offset=0) for finding in result.findings
+            to_diagnostic(codec, [line], finding, line_offset=0) for finding in result.findings
         )
         return LineEntry(result=result, diagnostics=diagnostics)
 
@@ -351,7 +350,7 @@ class DiagnosticsFeature(LanguageFeature):
         codec = self.server.workspace.position_codec
         findings = validate.dataset_findings(results, other)
         state.dataset_findings = findings
-        state.dataset = [_to_diagnostic(codec, lines, f, line_offset=None) for f in findings]
+        state.dataset = [to_diagnostic(codec, lines, f, line_offset=None) for f in findings]
 
     def _leaks(self, state: DocState, prompts: set[str]) -> bool:
         if not prompts:
@@ -387,7 +386,7 @@ class DiagnosticsFeature(LanguageFeature):
             for line in state.index.diag_lines:
                 entry = entries[line]
                 if entry is not None:
-                    out.extend(_shift(d, line) for d in entry.diagnostics)
+                    out.extend(shift_to_line(d, line) for d in entry.diagnostics)
         out.extend(state.dataset)
         return out
 
@@ -466,49 +465,3 @@ def _too_big(doc, max_mb: float) -> str | None:
     if size > max_mb * 1024 * 1024:
         return f"file too large for live validation ({size / 1048576:.1f} MB > {max_mb:g} MB); run machine.validate"
     return None
-
-
-def _file_diagnostic(message: str, severity: str = "warning") -> types.Diagnostic:
-    return types.Diagnostic(
-        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
-        message=message,
-        severity=_SEVERITY[severity],
-        code="file-unchecked",
-        source=SOURCE,
-    )
-
-
-def _to_diagnostic(codec, lines: list[str], finding, line_offset: int | None) -> types.Diagnostic:
-    """A core Finding -> Diagnostic. With line_offset=0 the finding is relative to the single line in `lines`."""
-    if line_offset is None:
-        rng = core_range(codec, lines, finding.line, finding.column, finding.end_line, finding.end_column)
-    else:
-        span = max(0, finding.end_line - finding.line)
-        start = types.Position(line=0, character=to_client_character(codec, lines[0], finding.column - 1))
-        end_col = finding.end_column - 1 if span == 0 else len(strip_eol(lines[0]))
-        end = types.Position(line=0, character=to_client_character(codec, lines[0], end_col))
-        rng = types.Range(start=start, end=end)
-    data = {"fix": finding.fix.title} if getattr(finding, "fix", None) is not None else None
-    return types.Diagnostic(
-        range=rng,
-        message=finding.message,
-        severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
-        code=finding.code,
-        source=SOURCE,
-        data=data,
-    )
-
-
-def _shift(diagnostic: types.Diagnostic, line0: int) -> types.Diagnostic:
-    rng = diagnostic.range
-    return types.Diagnostic(
-        range=types.Range(
-            start=types.Position(line=line0, character=rng.start.character),
-            end=types.Position(line=line0, character=rng.end.character),
-        ),
-        message=diagnostic.message,
-        severity=diagnostic.severity,
-        code=diagnostic.code,
-        source=diagnostic.source,
-        data=diagnostic.data,
-    )

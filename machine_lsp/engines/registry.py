@@ -1,0 +1,73 @@
+"""The engine registry: every engine's name, default model and learning rate, checkpoint address scheme and the
+class that builds it, in one table that the CLI, the language server, the jobs and machine.toml's config read.
+
+A new engine is one module (or package) with a class satisfying `engines.base.Engine` and one `EngineSpec` line
+below (and its name in `EngineName`, which msgspec and the CLI's `--engine` choices need as a type).
+
+Light on purpose (standard library only): the language server reads it, so the engine modules are named here as
+strings and imported only by :func:`build_engine`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from machine_lsp.engines.errors import EngineError
+
+EngineName = Literal["local", "tinker"]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str
+    module: str  # imported only when the engine is built: the light faces never pull in torch or tinker
+    class_name: str
+    scheme: str  # the prefix of this engine's checkpoint addresses
+    default_model: str
+    default_lr: float  # per step, for LoRA on the default model (tinker-cookbook's hyperparam_utils range)
+
+
+ENGINES: tuple[EngineSpec, ...] = (
+    EngineSpec(
+        name="local",
+        module="machine_lsp.engines.local",
+        class_name="LocalEngine",
+        scheme="local://",
+        default_model="HuggingFaceTB/SmolLM2-135M-Instruct",
+        default_lr=5e-4,
+    ),
+    EngineSpec(
+        name="tinker",
+        module="machine_lsp.engines.tinker_engine",
+        class_name="TinkerEngine",
+        scheme="tinker://",
+        default_model="thinkingmachines/Inkling-Small",
+        default_lr=2e-4,
+    ),
+)
+ENGINE_NAMES: tuple[str, ...] = tuple(spec.name for spec in ENGINES)  # == get_args(EngineName), tested
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The registry line of engine `name`; EngineError naming the choices when there is none."""
+    for spec in ENGINES:
+        if spec.name == name:
+            return spec
+    raise EngineError(f"unknown engine {name!r}: choose one of {', '.join(ENGINE_NAMES)}")
+
+
+def engine_for_address(address: str | None) -> str | None:
+    """The engine whose checkpoint `address` is (`tinker://...` -> "tinker"); None for a path or no address."""
+    if address:
+        for spec in ENGINES:
+            if address.startswith(spec.scheme):
+                return spec.name
+    return None
+
+
+def build_engine(name: str, **options: Any) -> Any:
+    """The engine called `name`, its module imported now. Options go to its constructor (`threads=1` for local)."""
+    spec = engine_spec(name)
+    return getattr(importlib.import_module(spec.module), spec.class_name)(**options)
