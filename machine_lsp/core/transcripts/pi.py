@@ -33,7 +33,15 @@ from machine_lsp.core.schema import (
     ThinkingPart,
     ToolCall,
 )
-from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line, tool_call
+from machine_lsp.core.transcripts.base import (
+    TranscriptError,
+    Turn,
+    TurnList,
+    decode_json_line,
+    reply_with_calls_blocked,
+    tool_call,
+    unanswered_calls_warning,
+)
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 
 HARNESS = "pi"
@@ -138,7 +146,11 @@ class _SessionReader:
         self.result = TurnList()
         self.entries: dict[str, _Entry] = {}
         self.order: list[_Entry] = []
-        self.has_children: set[str] = set()
+        # Assistant entries with a later assistant entry below them (their exchange went on), and the ids of the
+        # calls whose results are in the file: a toolUse reply that nothing continued is where the session ended.
+        self.continued: set[str] = set()
+        self.answered: set[str] = set()
+        self.assistant_above: dict[str, str | None] = {}
         self.session_id: str | None = None
         self.converted: dict[str, _Converted] = {}
         self.prefixes: dict[str, _Prefix] = {}
@@ -230,8 +242,7 @@ class _SessionReader:
         self.entries[entry.id] = entry
         self.order.append(entry)
         self.entry_at_json_index[json_index] = entry.id
-        if entry.parent_id is not None:
-            self.has_children.add(entry.parent_id)
+        self._note_continuation(entry)
         if version < 2 and obj["type"] == "compaction":
             index = obj.get("firstKeptEntryIndex")
             if isinstance(index, int) and not isinstance(index, bool):
@@ -245,11 +256,28 @@ class _SessionReader:
     def harness(self) -> str:
         return LETTA_HARNESS if self.letta else HARNESS
 
+    def _note_continuation(self, entry: _Entry) -> None:
+        """Record which assistant entry `entry` follows (the nearest one above it) and what it answers."""
+        parent = self.entries.get(entry.parent_id) if entry.parent_id is not None else None
+        above = None
+        if parent is not None:
+            above = parent.id if parent.is_assistant else self.assistant_above.get(parent.id)
+        self.assistant_above[entry.id] = above
+        if entry.is_assistant and above is not None:
+            self.continued.add(above)
+        if entry.type == "message" and entry.message.get("role") == "toolResult":
+            self.answered.add(str(entry.message.get("toolCallId")))
+
+    def _ends_on_calls(self, entry: _Entry) -> bool:
+        """A reply whose tool calls the session ended on: no reply came after it (killed mid-call, or the model
+        never answered the results)."""
+        return entry.message.get("stopReason") == "toolUse" and entry.id not in self.continued
+
     def _is_turn(self, entry: _Entry) -> bool:
         if self.trace:
             return True
         # An intermediate tool-calling step is part of the exchange whose final reply comes later.
-        return entry.message.get("stopReason") != "toolUse" or entry.id not in self.has_children
+        return entry.message.get("stopReason") != "toolUse" or self._ends_on_calls(entry)
 
     # -- conversations ---------------------------------------------------------------------------------------
     # The messages before an entry are those before its parent plus the parent's own, so they are memoised per
@@ -338,6 +366,8 @@ class _SessionReader:
         own_warnings: list[str] = []
         answer_message = answer_entry.message
         answer = self._assistant(answer_message, answer_entry.line, own_warnings)
+        if self._ends_on_calls(answer_entry):
+            own_warnings.append(self._unanswered(answer_entry))
         messages = before.messages.then([answer])
         return Turn(
             line=self._span_start(answer_entry),
@@ -357,6 +387,17 @@ class _SessionReader:
             ),
             tags_blocked=self._blocked(answer_message, answer),
             warnings=SharedPath(before.warnings.then(own_warnings)),  # type: ignore[arg-type]
+        )
+
+    def _unanswered(self, entry: _Entry) -> str:
+        content = entry.message.get("content")
+        calls = [part for part in content if isinstance(part, dict)] if isinstance(content, list) else []
+        return unanswered_calls_warning(
+            [
+                f"{part.get('name') or 'a tool'} call (line {entry.line})"
+                for part in calls
+                if part.get("type") == "toolCall" and str(part.get("id")) not in self.answered
+            ]
         )
 
     def _span_start(self, answer_entry: _Entry) -> int:
@@ -389,10 +430,10 @@ class _SessionReader:
         has_text = bool(_text_of_parts(message.get("content")).strip())
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
+        if stop == "toolUse":
+            return reply_with_calls_blocked(has_text)
         if has_text:
             return None
-        if stop == "toolUse":
-            return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
         return "the reply has no text: nothing to train on"
 
     # -- entry conversion ------------------------------------------------------------------------------------
