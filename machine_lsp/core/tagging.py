@@ -9,7 +9,7 @@ import msgspec
 
 from machine_lsp import __version__
 from machine_lsp.core.conflicts import resolve
-from machine_lsp.core.export import exchange_copies
+from machine_lsp.core.export import chat_order, exchange_copies
 from machine_lsp.core.schema import Message, TagRecord, Verdict, encode, text_of
 from machine_lsp.core.store import Store
 from machine_lsp.core.transcripts.base import Turn
@@ -70,6 +70,8 @@ def build_record(
     original = None
     if rewrite is not None:
         messages, original = apply_rewrite(messages, turn.answer_index, rewrite)
+    # A trace row is stored as chat-format consumers take it: a call's results right after it (docs/CAPTURE.md).
+    messages = chat_order(messages)
     return TagRecord(
         id=new_record_id(),
         verdict=verdict,
