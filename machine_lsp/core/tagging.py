@@ -67,6 +67,13 @@ def build_record(
     if verdict == "good" and turn.tags_blocked:
         raise TagRefused(turn.tags_blocked)
     messages = turn.messages[: turn.answer_index + 1]
+    answer = messages[-1]
+    if rewrite is None and not text_of(answer).strip() and not answer.tool_calls:
+        # An empty answer says nothing good or bad, and every export refuses it (KTO: kto-empty-completion).
+        raise TagRefused(
+            "the reply has no text: nothing to tag (a reply that only called tools: tag it with --trace, "
+            "which keeps the calls)"
+        )
     original = None
     if rewrite is not None:
         messages, original = apply_rewrite(messages, turn.answer_index, rewrite)
