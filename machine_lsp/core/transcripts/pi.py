@@ -20,75 +20,32 @@ never copied per turn.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import msgspec
 
-from machine_lsp.core.schema import (
-    ContentPart,
-    Message,
-    Source,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-)
+from machine_lsp.core.schema import Message, Source
 from machine_lsp.core.transcripts.base import (
     TranscriptError,
     Turn,
     TurnList,
     decode_json_line,
     reply_with_calls_blocked,
-    tool_call,
     unanswered_calls_warning,
 )
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
+from machine_lsp.core.transcripts.pi_entries import (
+    Entry,
+    EntryConverter,
+    compaction_summary,
+    str_or_none,
+    text_of_parts,
+)
 
 HARNESS = "pi"
 LETTA_HARNESS = "letta-code"
-# Pi's own wrappers (pi-coding-agent 0.73.1, core/messages.ts): the summary text the model reads is exactly this.
-COMPACTION_SUMMARY_PREFIX = (
-    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
-)
-COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
-BRANCH_SUMMARY_PREFIX = (
-    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
-)
-BRANCH_SUMMARY_SUFFIX = "</summary>"
-# Letta Code prepends harness context to what the user typed; a plain tag keeps only what the user typed.
-_SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.DOTALL)
 # Letta Code's local conversation ids (a Pi session id is a UUID).
 _LETTA_SESSION_ID = re.compile(r"^(local-conv-|conv-|default$)")
-
-
-@dataclass
-class _Entry:
-    id: str
-    parent_id: str | None
-    line: int
-    data: dict[str, Any]
-    synthetic_id: bool = False
-
-    @property
-    def type(self) -> str:
-        return str(self.data.get("type"))
-
-    @property
-    def message(self) -> dict[str, Any]:
-        message = self.data.get("message")
-        return message if isinstance(message, dict) else {}
-
-    @property
-    def is_assistant(self) -> bool:
-        return self.type == "message" and self.message.get("role") == "assistant"
-
-
-@dataclass
-class _Converted:
-    """An entry turned into zero or more messages, plus warnings about what was dropped."""
-
-    messages: list[Message] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 class _Prefix(NamedTuple):
@@ -144,15 +101,15 @@ class _SessionReader:
         self.trace = trace
         self.thinking = thinking
         self.result = TurnList()
-        self.entries: dict[str, _Entry] = {}
-        self.order: list[_Entry] = []
+        self.entries: dict[str, Entry] = {}
+        self.order: list[Entry] = []
         # Assistant entries with a later assistant entry below them (their exchange went on), and the ids of the
         # calls whose results are in the file: a toolUse reply that nothing continued is where the session ended.
         self.continued: set[str] = set()
         self.answered: set[str] = set()
         self.assistant_above: dict[str, str | None] = {}
         self.session_id: str | None = None
-        self.converted: dict[str, _Converted] = {}
+        self.converter = EntryConverter(self.entries, trace=trace, thinking=thinking, letta=letta)
         self.prefixes: dict[str, _Prefix] = {}
         # v1 compactions name their first kept entry by its index among the file's JSON lines (header = 0).
         self.entry_at_json_index: dict[int, str] = {}
@@ -180,6 +137,7 @@ class _SessionReader:
                     return self.result
                 continue
             previous_id = self._add_entry(obj, line_no, version, previous_id, json_index).id
+        self.converter.letta = self.letta
         # In file order parents come before children, so each entry's prefix is its parent's (already built) plus
         # its own messages: one step per entry, and the turns share their common prefixes.
         for entry in self.order:
@@ -225,14 +183,14 @@ class _SessionReader:
 
     def _add_entry(
         self, obj: dict[str, Any], line_no: int, version: int, previous_id: str | None, json_index: int
-    ) -> _Entry:
+    ) -> Entry:
         entry_id = obj.get("id")
         if version >= 2 and isinstance(entry_id, str) and entry_id:
             parent = obj.get("parentId")
-            entry = _Entry(entry_id, parent if isinstance(parent, str) else None, line_no, obj)
+            entry = Entry(entry_id, parent if isinstance(parent, str) else None, line_no, obj)
         else:
             # v1 (or an entry without an id): a linear log, each entry follows the previous one.
-            entry = _Entry(f"@{line_no}", previous_id, line_no, obj, synthetic_id=True)
+            entry = Entry(f"@{line_no}", previous_id, line_no, obj, synthetic_id=True)
         if entry.id in self.entries:
             self.result.problems.append(
                 TranscriptError(
@@ -256,7 +214,7 @@ class _SessionReader:
     def harness(self) -> str:
         return LETTA_HARNESS if self.letta else HARNESS
 
-    def _note_continuation(self, entry: _Entry) -> None:
+    def _note_continuation(self, entry: Entry) -> None:
         """Record which assistant entry `entry` follows (the nearest one above it) and what it answers."""
         parent = self.entries.get(entry.parent_id) if entry.parent_id is not None else None
         above = None
@@ -268,12 +226,12 @@ class _SessionReader:
         if entry.type == "message" and entry.message.get("role") == "toolResult":
             self.answered.add(str(entry.message.get("toolCallId")))
 
-    def _ends_on_calls(self, entry: _Entry) -> bool:
+    def _ends_on_calls(self, entry: Entry) -> bool:
         """A reply whose tool calls the session ended on: no reply came after it (killed mid-call, or the model
         never answered the results)."""
         return entry.message.get("stopReason") == "toolUse" and entry.id not in self.continued
 
-    def _is_turn(self, entry: _Entry) -> bool:
+    def _is_turn(self, entry: Entry) -> bool:
         if self.trace:
             return True
         # An intermediate tool-calling step is part of the exchange whose final reply comes later.
@@ -283,9 +241,9 @@ class _SessionReader:
     # The messages before an entry are those before its parent plus the parent's own, so they are memoised per
     # entry (`_Prefix`, chains of shared chunks, never mutated): a session of thousands of entries stays linear.
 
-    def _prefix(self, entry_id: str | None, child: _Entry) -> _Prefix:
+    def _prefix(self, entry_id: str | None, child: Entry) -> _Prefix:
         """Messages (and warnings) of the path root -> `entry_id`, inclusive."""
-        chain: list[_Entry] = []
+        chain: list[Entry] = []
         in_chain: set[str] = set()
         base = _EMPTY
         current = entry_id
@@ -313,20 +271,20 @@ class _SessionReader:
             self.prefixes[entry.id] = base
         return base
 
-    def _extend(self, base: _Prefix, entry: _Entry) -> _Prefix:
+    def _extend(self, base: _Prefix, entry: Entry) -> _Prefix:
         if entry.type == "compaction":
             return self._compacted(entry)
-        converted = self._convert(entry)
+        converted = self.converter.convert(entry)
         # Entries that add nothing (labels, model changes, tool steps in plain mode) share their parent's prefix.
         return _Prefix(base.messages.then(converted.messages), base.warnings.then(converted.warnings))
 
-    def _compacted(self, compaction: _Entry) -> _Prefix:
+    def _compacted(self, compaction: Entry) -> _Prefix:
         """Pi's context after a compaction: the summary, then the entries from `firstKeptEntryId` on."""
         if compaction.id in self.v1_first_kept:
             first_kept: Any = self.v1_first_kept[compaction.id]
         else:
             first_kept = compaction.data.get("firstKeptEntryId")
-        kept: list[_Entry] = []
+        kept: list[Entry] = []
         current = compaction.parent_id
         seen: set[str] = set()
         while current is not None and current not in seen:
@@ -343,29 +301,29 @@ class _SessionReader:
         if kept and kept[-1].id != first_kept:
             kept = []
         summary = compaction.data.get("summary")
-        messages: list[Message] = [_compaction_summary(summary if isinstance(summary, str) else "")]
+        messages: list[Message] = [compaction_summary(summary if isinstance(summary, str) else "")]
         warnings: list[str] = []
         letta_summary = compaction.data.get("message")
         if self.letta and isinstance(letta_summary, dict):
             # Letta Code stores the summary message it puts in context with the compaction entry: use it as is.
-            as_entry = _Entry(
+            as_entry = Entry(
                 compaction.id, None, compaction.line, {"type": "message", "message": letta_summary}
             )
-            converted = self._convert_uncached(as_entry)
+            converted = self.converter.convert_uncached(as_entry)
             messages, warnings = list(converted.messages), list(converted.warnings)
         for entry in reversed(kept):
             if entry.type == "compaction":
                 continue
-            converted = self._convert(entry)
+            converted = self.converter.convert(entry)
             messages.extend(converted.messages)
             warnings.extend(converted.warnings)
         return _Prefix(EMPTY.then(messages), EMPTY.then(warnings))
 
-    def _turn(self, answer_entry: _Entry) -> Turn:
+    def _turn(self, answer_entry: Entry) -> Turn:
         before = self._prefix(answer_entry.parent_id, answer_entry)
         own_warnings: list[str] = []
         answer_message = answer_entry.message
-        answer = self._assistant(answer_message, answer_entry.line, own_warnings)
+        answer = self.converter.assistant(answer_message, answer_entry.line, own_warnings)
         if self._ends_on_calls(answer_entry):
             own_warnings.append(self._unanswered(answer_entry))
         messages = before.messages.then([answer])
@@ -382,14 +340,14 @@ class _SessionReader:
                 entry_id=None if answer_entry.synthetic_id else answer_entry.id,
                 session_id=self.session_id,
                 harness=self.harness,
-                model=_str_or_none(answer_message.get("model")),
-                provider=_str_or_none(answer_message.get("provider")),
+                model=str_or_none(answer_message.get("model")),
+                provider=str_or_none(answer_message.get("provider")),
             ),
             tags_blocked=self._blocked(answer_message, answer),
             warnings=SharedPath(before.warnings.then(own_warnings)),  # type: ignore[arg-type]
         )
 
-    def _unanswered(self, entry: _Entry) -> str:
+    def _unanswered(self, entry: Entry) -> str:
         content = entry.message.get("content")
         calls = [part for part in content if isinstance(part, dict)] if isinstance(content, list) else []
         return unanswered_calls_warning(
@@ -400,7 +358,7 @@ class _SessionReader:
             ]
         )
 
-    def _span_start(self, answer_entry: _Entry) -> int:
+    def _span_start(self, answer_entry: Entry) -> int:
         """First line of the entries between the previous turn on the path and this one (the prompt, tool results)."""
         start = answer_entry.line
         seen = {answer_entry.id}
@@ -427,7 +385,7 @@ class _SessionReader:
                 "stopReason is length (the reply was cut off at the token limit): cannot be tagged good; "
                 "tag it bad instead"
             )
-        has_text = bool(_text_of_parts(message.get("content")).strip())
+        has_text = bool(text_of_parts(message.get("content")).strip())
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
         if stop == "toolUse":
@@ -435,198 +393,3 @@ class _SessionReader:
         if has_text:
             return None
         return "the reply has no text: nothing to train on"
-
-    # -- entry conversion ------------------------------------------------------------------------------------
-
-    def _convert(self, entry: _Entry) -> _Converted:
-        cached = self.converted.get(entry.id)
-        if cached is None:
-            cached = self.converted[entry.id] = self._convert_uncached(entry)
-        return cached
-
-    def _convert_uncached(self, entry: _Entry) -> _Converted:
-        out = _Converted()
-        kind = entry.type
-        if kind == "branch_summary":
-            summary = entry.data.get("summary")
-            if isinstance(summary, str) and summary:
-                out.messages.append(_branch_summary(summary))
-            return out
-        if kind == "custom_message":
-            # An extension's message: Pi sends it to the model as a user message, with or without --trace.
-            self._user_text(entry.data.get("content"), entry.line, out)
-            return out
-        if kind != "message":
-            return out  # model/thinking changes, labels, extension state: not part of what the model read
-        message = entry.message
-        role = message.get("role")
-        if role == "user":
-            self._user_text(message.get("content"), entry.line, out, typed=True)
-        elif role == "assistant":
-            if message.get("stopReason") in ("error", "aborted"):
-                return out  # Pi leaves failed replies out of the context it sends next
-            if not self.trace and message.get("stopReason") == "toolUse":
-                return out
-            assistant = self._assistant(message, entry.line, out.warnings)
-            if self.trace or _text_of_parts(message.get("content")).strip():
-                out.messages.append(assistant)
-        elif role == "toolResult" and self.trace and self._call_is_kept(entry, message.get("toolCallId")):
-            text = self._parts_text(message.get("content"), entry.line, out.warnings, "tool result")
-            out.messages.append(
-                Message(
-                    role="tool",
-                    content=text,
-                    tool_call_id=_str_or_none(message.get("toolCallId")),
-                    name=_str_or_none(message.get("toolName")),
-                )
-            )
-        elif role == "bashExecution" and not message.get("excludeFromContext"):
-            # A `!command` the user ran: Pi puts its output in the conversation as a user message (`!!` excludes).
-            out.messages.append(Message(role="user", content=bash_execution_text(message)))
-        elif role in ("custom", "hookMessage"):
-            self._user_text(message.get("content"), entry.line, out)
-        elif role == "branchSummary":
-            summary = message.get("summary")
-            if isinstance(summary, str) and summary:
-                out.messages.append(_branch_summary(summary))
-        elif role == "compactionSummary":
-            summary = message.get("summary")
-            out.messages.append(_compaction_summary(summary if isinstance(summary, str) else ""))
-        return out
-
-    def _call_is_kept(self, result: _Entry, call_id: Any) -> bool:
-        """A tool result belongs in the trace only if the call it answers is there: the assistant entry above it
-        (past sibling results) did not fail and made a call with this id."""
-        current = result.parent_id
-        for _ in range(10_000):  # bounded: a malformed file may loop
-            entry = self.entries.get(current) if current is not None else None
-            if entry is None or not (entry.type == "message" and entry.message.get("role") == "toolResult"):
-                break
-            current = entry.parent_id
-        if entry is None or not entry.is_assistant:
-            return False
-        message = entry.message
-        if message.get("stopReason") in ("error", "aborted"):
-            return False
-        content = message.get("content")
-        return isinstance(content, list) and any(
-            isinstance(part, dict) and part.get("type") == "toolCall" and part.get("id") == call_id
-            for part in content
-        )
-
-    def _user_text(self, content: Any, line: int, out: _Converted, *, typed: bool = False) -> None:
-        if (
-            isinstance(content, list)
-            and sum(1 for p in content if isinstance(p, dict) and p.get("type") == "text") > 1
-        ):
-            # Several text parts are sent as several parts: keep them so (images are dropped, with a warning).
-            texts = [self._parts_text([part], line, out.warnings, "user message") for part in content]
-        else:
-            texts = [self._parts_text(content, line, out.warnings, "user message")]
-        if typed and self.letta:
-            # Letta Code injects <system-reminder> context into the user's message. The rule every harness adapter
-            # follows (docs/CAPTURE.md): injected context is never a user turn; a plain tag drops it, --trace keeps
-            # it as a `system` message where the log has it (just before what the user typed).
-            injected = [block.strip() for text in texts for block in _SYSTEM_REMINDER.findall(text)]
-            texts = [_SYSTEM_REMINDER.sub("", text).strip() for text in texts]
-            if injected and self.trace:
-                out.messages.append(Message(role="system", content="\n".join(injected)))
-        texts = [text for text in texts if text]
-        if len(texts) == 1:
-            out.messages.append(Message(role="user", content=texts[0]))
-        elif texts:
-            out.messages.append(Message(role="user", content=[TextPart(text) for text in texts]))
-
-    def _parts_text(self, content: Any, line: int, warnings: list[str], what: str) -> str:
-        if isinstance(content, str):
-            return content
-        if not isinstance(content, list):
-            return ""
-        texts: list[str] = []
-        for part in content:
-            if not isinstance(part, dict):
-                continue
-            if part.get("type") == "text" and isinstance(part.get("text"), str):
-                texts.append(part["text"])
-            elif part.get("type") == "image":
-                mime = part.get("mimeType") or "image"
-                warnings.append(
-                    f"line {line}: an image ({mime}) in a {what} was dropped: rows carry text only"
-                )
-        return "\n".join(texts)
-
-    def _assistant(self, message: dict[str, Any], line: int, warnings: list[str]) -> Message:
-        parts = message.get("content")
-        if isinstance(parts, str):
-            parts = [{"type": "text", "text": parts}]
-        if not isinstance(parts, list):
-            parts = []
-        content_parts: list[ContentPart] = []
-        tool_calls: list[ToolCall] = []
-        for part in parts:
-            if not isinstance(part, dict):
-                continue
-            kind = part.get("type")
-            if kind == "text" and isinstance(part.get("text"), str) and part["text"]:
-                content_parts.append(TextPart(part["text"]))
-            elif kind == "thinking" and self.thinking and isinstance(part.get("thinking"), str):
-                if part["thinking"] and not part.get("redacted"):
-                    content_parts.append(ThinkingPart(part["thinking"]))
-            elif kind == "toolCall" and self.trace:
-                arguments = part.get("arguments")
-                tool_calls.append(
-                    tool_call(
-                        str(part.get("id") or f"call_{line}_{len(tool_calls)}"),
-                        str(part.get("name") or ""),
-                        arguments,
-                    )
-                )
-            elif kind == "image":
-                warnings.append(
-                    f"line {line}: an image in an assistant reply was dropped: rows carry text only"
-                )
-        content: str | list[ContentPart]
-        if any(isinstance(part, ThinkingPart) for part in content_parts):
-            content = content_parts
-        else:
-            content = "\n".join(part.text for part in content_parts if isinstance(part, TextPart))
-        return Message(role="assistant", content=content, tool_calls=tool_calls or None)
-
-
-def bash_execution_text(message: dict[str, Any]) -> str:
-    """Pi's `bashExecutionToText`: the user message a `!command` becomes."""
-    text = f"Ran `{message.get('command') or ''}`\n"
-    output = message.get("output")
-    text += f"```\n{output}\n```" if output else "(no output)"
-    exit_code = message.get("exitCode")
-    if message.get("cancelled"):
-        text += "\n\n(command cancelled)"
-    elif isinstance(exit_code, int) and exit_code != 0:
-        text += f"\n\nCommand exited with code {exit_code}"
-    if message.get("truncated") and message.get("fullOutputPath"):
-        text += f"\n\n[Output truncated. Full output: {message['fullOutputPath']}]"
-    return text
-
-
-def _compaction_summary(summary: str) -> Message:
-    return Message(role="user", content=COMPACTION_SUMMARY_PREFIX + summary + COMPACTION_SUMMARY_SUFFIX)
-
-
-def _branch_summary(summary: str) -> Message:
-    return Message(role="user", content=BRANCH_SUMMARY_PREFIX + summary + BRANCH_SUMMARY_SUFFIX)
-
-
-def _text_of_parts(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return ""
-    return "".join(
-        part["text"]
-        for part in content
-        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
-    )
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
