@@ -131,3 +131,30 @@ def test_a_pi_session_ending_on_results_the_model_never_answered(tmp_path: Path,
     code, out, err = cli("bad", "--from", str(log))
     assert code == 0 and "pi.jsonl:3" in out and "never answered" in err, out + err
     assert cli.records()[-1]["messages"][-1] == {"role": "assistant", "content": "Building:"}
+
+
+def _gemini(message_id: str, kind: str, content, **fields) -> dict:
+    return {"id": message_id, "timestamp": "2026-04-29T21:39:33Z", "type": kind, "content": content, **fields}
+
+
+def test_a_gemini_reply_announcing_a_call_is_not_a_final_answer(tmp_path: Path, cli: Cli) -> None:
+    """Gemini CLI makes every reply a turn: one that went on to call tools is refused as a plain good (before, its
+    announcing text was taken as a final answer), and the session's last one names its unanswered call."""
+    call = {"id": "c1", "name": "run_shell_command", "args": {"command": "make"}}
+    log = _write(
+        tmp_path / "session.jsonl",
+        [
+            {"sessionId": "g1", "projectHash": "0" * 64, "startTime": "2026-04-29T21:39:22Z", "kind": "main"},
+            _gemini("u1", "user", [{"text": "build it"}]),
+            _gemini("g1", "gemini", "I'll build it now:", model="gemini-2.5-flash", toolCalls=[call]),
+        ],
+    )
+    code, _, err = cli("good", "--from", str(log))
+    assert code == 1 and "unanswered: tag it with --trace" in err and not cli.records(), err
+    code, out, err = cli("bad", "--from", str(log))
+    assert code == 0 and "session.jsonl:3" in out, out + err
+    assert "the session ends on an unanswered run_shell_command call (line 3)" in err
+    assert cli.records()[-1]["messages"][-1] == {"role": "assistant", "content": "I'll build it now:"}
+    code, _, err = cli("good", "--trace", "--from", str(log))
+    assert code == 0 and "unanswered run_shell_command call" in err, err
+    assert cli.records()[-1]["messages"][-1]["tool_calls"][0]["id"] == "c1"
