@@ -73,6 +73,9 @@ def _sessions_command(args: argparse.Namespace) -> int:
     return 0
 
 
+PROMPT_MIN = 12  # the first prompt's column is never narrower
+
+
 def _sessions_table(sessions: list[Session], find_all: list[str], title: str, width: int) -> Table:
     """One line per session that fits the terminal: every column but the prompt as wide as its content (never
     cut, never dropped), the prompt takes what is left and is cut with "…". Ids are the shortest prefix that
@@ -96,14 +99,21 @@ def _sessions_table(sessions: list[Session], find_all: list[str], title: str, wi
     widths = [
         max(len(name), *(Text.from_markup(row[i]).cell_len for row in rows)) for i, name in enumerate(names)
     ]
-    for name, column_width in zip(names, widths, strict=True):
-        table.add_column(
-            name, no_wrap=True, width=column_width, justify="right" if name == "turns" else "left"
-        )
     # Rich shrinks every column when the natural widths overflow (the turns column went first): give the prompt
     # exactly what is left (no outer edge; between two columns a padding space, the rule's space, a padding space).
+    # When that is under PROMPT_MIN (ids that must be long to tell sessions apart), the id column gives the rest
+    # and is cut with "…"; the harness, updated and turns columns keep their width.
     left = width - sum(widths) - 3 * len(names)
-    table.add_column("first prompt", no_wrap=True, overflow="ellipsis", width=max(left, 12))
+    widths[names.index("id")] -= max(PROMPT_MIN - left, 0)
+    for name, column_width in zip(names, widths, strict=True):
+        table.add_column(
+            name,
+            no_wrap=True,
+            width=max(column_width, 2),
+            overflow="ellipsis",
+            justify="right" if name == "turns" else "left",
+        )
+    table.add_column("first prompt", no_wrap=True, overflow="ellipsis", width=max(left, PROMPT_MIN))
     for row in rows:
         table.add_row(*row)
     return table

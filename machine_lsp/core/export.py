@@ -26,12 +26,43 @@ def export_sft(records: Iterable[TagRecord]) -> list[TrainingRow]:
     ]  # the last tag of a turn wins
     copies = exchange_copies(good)
     for record in good:
-        key = encode(record.messages)
+        messages = chat_order(record.messages)
+        key = encode(messages)
         if key in seen or record.id in copies:
             continue
         seen.add(key)
-        rows.append(TrainingRow(messages=list(record.messages), extra=dict(record.extra)))
+        rows.append(TrainingRow(messages=messages, extra=dict(record.extra)))
     return rows
+
+
+def chat_order(messages: Iterable[Message]) -> list[Message]:
+    """The messages in the order chat-format consumers accept: an assistant message's tool calls followed directly
+    by their results. OpenAI Chat Completions refuses anything else between them (400: tool_calls "must be
+    followed by tool messages"), and the cookbook renderers, converting that API's messages, expect the same.
+
+    Codex logs can put a developer message (an approval, a notice) between a call and its result, faithfully to
+    the Responses API, which accepts it; such a message is moved to just after the call's last result (or before
+    the next assistant message, when a result never came). Nothing else changes place.
+    """
+    ordered: list[Message] = []
+    held: list[Message] = []  # what came between the open calls and their results
+    pending: set[str] = set()  # the open calls' ids
+    for message in messages:
+        if pending and message.role == "tool" and message.tool_call_id in pending:
+            ordered.append(message)
+            pending.discard(message.tool_call_id)
+            if not pending:
+                ordered.extend(held)
+                held.clear()
+            continue
+        if pending and message.role not in ("assistant", "tool"):
+            held.append(message)
+            continue
+        ordered.extend(held)
+        held.clear()
+        ordered.append(message)
+        pending = {call.id for call in message.tool_calls or []} if message.role == "assistant" else set()
+    return ordered + held
 
 
 def exchange_copies(records: Iterable[TagRecord]) -> dict[str, TagRecord]:
@@ -84,7 +115,8 @@ def _exchange_key(messages: Iterable[Message]) -> bytes:
 
 
 def _answer_of(record: TagRecord) -> tuple[list[Message], Message]:
-    return list(record.messages[:-1]), record.messages[-1]
+    messages = chat_order(record.messages)
+    return messages[:-1], messages[-1]
 
 
 class _Answers(msgspec.Struct):

@@ -9,7 +9,7 @@ import msgspec
 
 from machine_lsp import __version__
 from machine_lsp.core.conflicts import resolve
-from machine_lsp.core.export import exchange_copies
+from machine_lsp.core.export import chat_order, exchange_copies
 from machine_lsp.core.schema import Message, TagRecord, Verdict, encode, text_of
 from machine_lsp.core.store import Store
 from machine_lsp.core.transcripts.base import Turn
@@ -67,9 +67,18 @@ def build_record(
     if verdict == "good" and turn.tags_blocked:
         raise TagRefused(turn.tags_blocked)
     messages = turn.messages[: turn.answer_index + 1]
+    answer = messages[-1]
+    if rewrite is None and not text_of(answer).strip() and not answer.tool_calls:
+        # An empty answer says nothing good or bad, and every export refuses it (KTO: kto-empty-completion).
+        raise TagRefused(
+            "the reply has no text: nothing to tag (a reply that only called tools: tag it with --trace, "
+            "which keeps the calls)"
+        )
     original = None
     if rewrite is not None:
         messages, original = apply_rewrite(messages, turn.answer_index, rewrite)
+    # A trace row is stored as chat-format consumers take it: a call's results right after it (docs/CAPTURE.md).
+    messages = chat_order(messages)
     return TagRecord(
         id=new_record_id(),
         verdict=verdict,

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,6 +207,29 @@ class AgentRun:
                 f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-4000:]}"
             )
         return done
+
+    def killed_during_call(self, prompt: str, command: str, *, resume: bool = False) -> None:
+        """Run `prompt` (to which the endpoint answers with a shell call of `command`, a slow one) and kill the
+        agent once its log holds that call: the session then ends on a call nothing answered, as when a user
+        kills the agent mid-call."""
+        agent = subprocess.Popen(
+            self.argv(prompt, resume),
+            cwd=self.project,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: the tool's shell dies with it
+        )
+        try:
+            deadline = time.monotonic() + RUN_TIMEOUT_S
+            while not any(command in log.read_text().rpartition(prompt)[2] for log in self.logs()):
+                if agent.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"{self.name} ended or hung before logging its call of {command!r}")
+                time.sleep(0.1)
+        finally:
+            os.killpg(agent.pid, signal.SIGKILL)
+            agent.wait()
 
     # -- finding the log -------------------------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_she
 TOOL_PROMPT_MARKER = "echo hi"
 TOOL_TEXT = "I'll run it."
 PARALLEL_MARKER = "echo hi twice"
+# A call the test kills the agent during (the session then ends on a call nothing answered).
+SLOW_TOOL_MARKER = "sleep 30"
 REASONING_SUMMARY = "Thinking about the request."
 ENCRYPTED_REASONING = "gAAAAABencrypted-reasoning-blob=="
 
@@ -149,7 +151,8 @@ def choose_reply(
                 },
                 response_id=f"resp_{n}",
             )
-    if TOOL_PROMPT_MARKER in newest_user_text:
+    if TOOL_PROMPT_MARKER in newest_user_text or SLOW_TOOL_MARKER in newest_user_text:
+        command = SLOW_TOOL_MARKER if SLOW_TOOL_MARKER in newest_user_text else TOOL_PROMPT_MARKER
         shell = next(((name, schema) for name, schema in tools if name.lower() in SHELL_TOOL_NAMES), None)
         if shell is not None:
             name, schema = shell
@@ -158,7 +161,7 @@ def choose_reply(
                 text=TOOL_TEXT,
                 tool_name=name,
                 tool_call_id=f"call_{n:04d}",
-                arguments=_shell_arguments(schema),
+                arguments=_shell_arguments(schema, command),
                 response_id=f"resp_{n}",
                 parallel=2 if PARALLEL_MARKER in newest_user_text else 1,
             )
@@ -166,16 +169,16 @@ def choose_reply(
     return Reply("text", text=f"Scripted reply {n} to: {prompt}", response_id=f"resp_{n}")
 
 
-def _shell_arguments(schema: dict[str, Any]) -> dict[str, Any]:
-    """Arguments running `echo hi`, shaped by the tool's own schema (a string, or an argv list, or `cmd`)."""
+def _shell_arguments(schema: dict[str, Any], command: str) -> dict[str, Any]:
+    """Arguments running `command`, shaped by the tool's own schema (a string, or an argv list, or `cmd`)."""
     properties = schema.get("properties") or {}
     required = set(schema.get("required") or [])
     arguments: dict[str, Any] = {}
     key = "command" if "command" in properties or "cmd" not in properties else "cmd"
     if (properties.get(key) or {}).get("type") == "array":
-        arguments[key] = ["bash", "-lc", "echo hi"]
+        arguments[key] = ["bash", "-lc", command]
     else:
-        arguments[key] = "echo hi"
+        arguments[key] = command
     if "description" in properties:
         arguments["description"] = "Print hi"
     for name in required - arguments.keys():

@@ -40,9 +40,11 @@ def test_codex_0_40_rollout_prefix() -> None:
     """Codex 0.40 (VS Code originator): env context, an IDE-context prompt, event_msg copies, reasoning, shell calls."""
     plain = load_turns(CODEX_040)
     assert plain.adapter == "codex" and not plain.problems
-    assert len(plain) == 0  # the excerpt ends before the final reply: nothing to tag plainly
-    with pytest.raises(TranscriptError, match="no assistant turn"):
-        turn_at(plain, None)
+    # The excerpt ends on a reply's calls: that reply is its turn, which a plain good refuses.
+    [last_plain] = plain
+    assert turn_at(plain, None) is last_plain and last_plain.end_line == 15
+    assert last_plain.tags_blocked is not None and "--trace" in last_plain.tags_blocked
+    assert any(warning.startswith("the session ends on") for warning in last_plain.warnings)
     traced = load_turns(CODEX_040, trace=True, thinking=True)
     assert [turn.end_line for turn in traced] == [9, 15]
     last = traced[-1]

@@ -9,8 +9,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from machine_lsp.cli.consoles import console_out
 from machine_lsp.cli.main import main
-from machine_lsp.core.sessions import resolve_from, unique_prefixes
+from machine_lsp.cli.sessions_command import _sessions_table
+from machine_lsp.core.sessions import Session, resolve_from, unique_prefixes
 from machine_lsp.core.transcripts import TranscriptError
 
 PI_SESSION = Path(__file__).resolve().parents[1] / "fixtures" / "pi_session_v3.jsonl"
@@ -82,3 +84,24 @@ def test_an_ambiguous_prefix_lists_every_candidate(six_sessions: Path) -> None:
         assert session_id in str(caught.value)
     turn = resolve_from(IDS[4][:18], six_sessions)
     assert turn is not None and turn.source.session_id == IDS[4]
+
+
+def test_at_80_columns_the_turns_column_stays_when_ids_must_be_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The widest harness name, a date, four-digit turn counts and ids that share 28 characters: the prompt gets
+    its minimum and the id gives way, never the turns column (Rich shrank every column, turns to "tur…")."""
+    monkeypatch.setenv("COLUMNS", "80")
+    ids = [f"01a23505-7c1e-7000-8000-0000000{n:05d}" for n in range(3)]
+    long_ago = 1_700_000_000.0
+    sessions = [
+        Session("claude-code", session_id, Path("/p/s.jsonl"), "/p", long_ago, 1234, "a prompt " * 12)
+        for session_id in ids
+    ]
+    out = console_out(soft_wrap=False)
+    with out.capture() as captured:
+        out.print(_sessions_table(sessions, find_all=ids, title="Agent sessions in /p", width=out.width))
+    lines = captured.get().splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    header = next(line for line in lines if "harness" in line)
+    assert header.split()[:4] == ["harness", "updated", "turns", "id"], header
+    rows = [line for line in lines if line.startswith("claude-code ")]
+    assert len(rows) == 3 and all(" 1234 " in row for row in rows), lines

@@ -80,10 +80,13 @@ def test_good_then_tagged_then_data(project: Path, capsys: pytest.CaptureFixture
 def test_the_last_turn_is_tagged_when_no_line_is_given(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "bad", "--from", str(PI_SESSION))
-    assert code == 0 and "pi_session_v3.jsonl:21" in out  # the errored reply at the end may be tagged bad
-    [record] = Store.open().records()
-    assert record.source.entry_id == "c3a70005"
+    code, out, _ = run(capsys, "bad", "--from", f"{PI_SESSION}:19")
+    assert code == 0 and "pi_session_v3.jsonl:19" in out
+    # The last turn is the errored reply at the end (line 21); it has no text, so it is not tagged at all: an empty
+    # answer says nothing, and every export refuses it.
+    code, out, err = run(capsys, "bad", "--from", str(PI_SESSION))
+    assert code == 1 and "pi_session_v3.jsonl:21" in err and "no text" in err, out + err
+    assert len(Store.open().records()) == 1
 
 
 def test_duplicate_is_reported_not_appended(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

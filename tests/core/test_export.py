@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from machine_lsp.core.export import export_pairs, export_sft
-from machine_lsp.core.schema import decode_training_row, encode
+import msgspec
+
+from machine_lsp.core.export import chat_order, export_pairs, export_sft
+from machine_lsp.core.schema import Message, ToolCall, ToolFunction, decode_training_row, encode
 from machine_lsp.core.store import Store
 from machine_lsp.core.tagging import tag
 from machine_lsp.core.transcripts import load_turns, turn_at
+from machine_lsp.core.validate import validate_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CHAT = FIXTURES / "chat.jsonl"
@@ -91,3 +95,83 @@ def test_every_good_answer_pairs_with_every_bad_one_for_a_prompt(store: Store, t
         ("answer: 56", "It is 54."),
         ("answer: 56", "answer: 54"),
     ]
+
+
+def _codex_line(kind: str, **payload) -> str:
+    return json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload}) + "\n"
+
+
+def _codex_message(role: str, text: str) -> str:
+    kind = "output_text" if role == "assistant" else "input_text"
+    return _codex_line("response_item", type="message", role=role, content=[{"type": kind, "text": text}])
+
+
+# A Codex rollout with a developer message logged between a call and its output (as real 0.104 rollouts have).
+CODEX_INTERLEAVED = "".join(
+    [
+        _codex_line("session_meta", id="s1"),
+        _codex_message("user", "run ls"),
+        _codex_line("response_item", type="function_call", name="shell", arguments="{}", call_id="c1"),
+        _codex_message("developer", "Approved command prefix saved."),
+        _codex_line("response_item", type="function_call_output", call_id="c1", output="a.txt"),
+        _codex_message("assistant", "One file: a.txt"),
+    ]
+)
+
+
+def test_a_trace_row_puts_a_calls_results_right_after_it(store: Store, tmp_path: Path) -> None:
+    """Chat Completions and the cookbook renderers need a call's results directly after it: the developer message
+    Codex logged in between moves after the result, in the stored --trace row and in the SFT export, whose rows
+    `train validate` then passes."""
+    log = tmp_path / "rollout.jsonl"
+    log.write_text(CODEX_INTERLEAVED)
+    turn = turn_at(load_turns(log, trace=True), None)
+    assert [m.role for m in turn.messages] == [
+        "user",
+        "assistant",
+        "system",
+        "tool",
+        "assistant",
+    ]  # the log's
+    result = tag(store, turn, "good", trace=True)
+    expected = ["user", "assistant", "tool", "system", "assistant"]
+    assert [m.role for m in result.record.messages] == expected
+    # A record stored in the log's order before this rule exports in chat order all the same.
+    old = msgspec.structs.replace(result.record, id="0ld", messages=list(turn.messages), note="older")
+    store.append(old)
+    [row] = export_sft(store.records())
+    assert [m.role for m in row.messages] == expected and row.messages[
+        3
+    ].content == "Approved command prefix saved."
+    assert validate_text(encode(row).decode() + "\n").findings == []
+    log_order = msgspec.structs.replace(row, messages=list(turn.messages))
+    assert [f.code for f in validate_text(encode(log_order).decode() + "\n").findings] == [
+        "tool-results-apart"
+    ]
+
+
+def test_chat_order_moves_only_what_sits_between_calls_and_their_results() -> None:
+    calls = [ToolCall(id=i, function=ToolFunction(name="f", arguments="{}")) for i in ("a", "b")]
+    note = Message(role="system", content="note")
+    messages = [
+        Message(role="user", content="go"),
+        Message(role="assistant", content="", tool_calls=calls),
+        Message(role="tool", content="1", tool_call_id="a"),
+        note,
+        Message(role="tool", content="2", tool_call_id="b"),
+        Message(role="assistant", content="", tool_calls=[calls[0]]),
+        note,  # its call's result never came: it stays before the next assistant message
+        Message(role="assistant", content="done"),
+    ]
+    ordered = chat_order(messages)
+    assert [(m.role, m.content) for m in ordered] == [
+        ("user", "go"),
+        ("assistant", ""),
+        ("tool", "1"),
+        ("tool", "2"),
+        ("system", "note"),
+        ("assistant", ""),
+        ("system", "note"),
+        ("assistant", "done"),
+    ]
+    assert chat_order(ordered) == ordered

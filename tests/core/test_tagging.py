@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,35 @@ def test_trace_tag_is_marked_and_keeps_tool_messages(store: Store) -> None:
     assert not plain.duplicate and not plain.record.trace
     counts = store.counts()
     assert (counts.good, counts.traced) == (2, 1)
+
+
+def test_an_empty_answer_is_tagged_neither_good_nor_bad(store: Store, tmp_path: Path) -> None:
+    """A reply with no text and no calls (a Pi API error, a reply that only called tools, read plainly) would be an
+    empty assistant row: every export refuses it (KTO: kto-empty-completion). Refused, nothing stored; the same
+    reply with --trace keeps its calls and is tagged."""
+    call = {"type": "toolCall", "id": "t1", "name": "bash", "arguments": {"command": "make"}}
+    log = tmp_path / "pi.jsonl"
+    lines = [
+        {"type": "session", "version": 3, "id": "s"},
+        {"type": "message", "id": "u1", "parentId": None, "message": {"role": "user", "content": "build"}},
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "u1",
+            "message": {"role": "assistant", "content": [], "stopReason": "error", "errorMessage": "400"},
+        },
+        {"type": "message", "id": "u2", "parentId": "a1", "message": {"role": "user", "content": "again"}},
+        {
+            "type": "message",
+            "id": "a2",
+            "parentId": "u2",
+            "message": {"role": "assistant", "content": [call], "stopReason": "toolUse"},
+        },
+    ]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for line in (3, 5):
+        with pytest.raises(TagRefused, match="no text: nothing to tag"):
+            tag(store, turn_at(load_turns(log), line), "bad")
+    assert store.records() == []
+    traced = tag(store, turn_at(load_turns(log, trace=True), 5), "bad", trace=True).record
+    assert traced.messages[-1].tool_calls is not None and traced.messages[-1].tool_calls[0].id == "t1"

@@ -560,3 +560,17 @@ def test_slow_path_alone_agrees_on_clean_rows() -> None:
         ),
     ):
         assert v._slow_check(text, 1, "auto").findings == []
+
+
+def test_a_message_between_tool_calls_and_their_results_is_an_error() -> None:
+    """Chat Completions refuses a row whose call is not followed directly by its results (Codex logs can put a
+    developer message there); one whose result never came has nothing between, and a later result is fine."""
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    calling = {"role": "assistant", "content": "", "tool_calls": [call]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    note = {"role": "system", "content": "approved"}
+    apart = row(USER, calling, note, result, ASSISTANT)
+    assert codes(apart) == ["tool-results-apart"]
+    assert [f.code for f in validate_text(apart + "\n").findings] == ["tool-results-apart"]
+    assert codes(row(USER, calling, result, note, ASSISTANT)) == []
+    assert codes(row(USER, calling, note, ASSISTANT)) == []  # never answered: nothing is between

@@ -182,3 +182,22 @@ def json_objects(text: str, uri: str, result: TurnList) -> list[tuple[int, dict[
             continue
         objects.append((line_no, obj))
     return objects
+
+
+def reply_with_calls_blocked(has_text: bool) -> str:
+    """Why a plain `good` of a reply that made tool calls is refused: tagged alone, its text (or its silence)
+    would train the model to stop where the agent went on to call tools."""
+    if has_text:
+        # The text announces calls that never came back: as a final answer it would teach stopping there.
+        return (
+            "the session ends on this reply's tool calls, unanswered: tag it with --trace to keep the calls"
+        )
+    return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
+
+
+def unanswered_calls_warning(unanswered: list[str]) -> str:
+    """The warning on a reply the session ended on: `unanswered` names its calls whose results never came back
+    (e.g. `bash call (line 7)`); empty when every result came back but the model never answered them."""
+    if unanswered:
+        return f"the session ends on an unanswered {', '.join(unanswered)}: this turn is the reply up to the call"
+    return "the session ends on tool results the model never answered: this turn is the reply up to the calls"

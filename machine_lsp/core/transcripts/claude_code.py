@@ -43,6 +43,7 @@ from machine_lsp.core.transcripts.base import (
     TurnList,
     any_line_decodes_to,
     json_objects,
+    reply_with_calls_blocked,
 )
 from machine_lsp.core.transcripts.claude_code_lines import (
     AssistantBuilder,
@@ -478,13 +479,10 @@ class _Reader:
         )
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
-        if self._has_tool_use(members) and has_text:
-            # Its text announces calls that never came back: as a final answer it would teach stopping there.
-            return "the session ends on this reply's tool calls, unanswered: tag it with --trace to keep the calls"
+        if self._has_tool_use(members):
+            return reply_with_calls_blocked(has_text)
         if has_text:
             return None
-        if self._has_tool_use(members):
-            return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
         return "the reply has no text: nothing to train on"
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall
-from machine_lsp.core.transcripts.base import assistant_message, tool_call
+from machine_lsp.core.transcripts.base import assistant_message, tool_call, unanswered_calls_warning
 
 INJECTED_PREFIXES = (
     "<system-reminder>",
@@ -66,15 +66,14 @@ def command_expansion(node: Node, children: list[Node]) -> str | None:
 def unanswered_calls(members: list[Node], answered: dict[str, Any]) -> str:
     """The warning for a reply the session ended on: its tool calls whose results never came back (not in
     `answered`), by name and line, or that the model never answered their results."""
-    calls = [
-        f"{block.get('name') or 'a tool'} call (line {node.line})"
-        for node in members
-        for block in blocks(node.message.get("content"))
-        if block.get("type") == "tool_use" and block.get("id") not in answered
-    ]
-    if calls:
-        return f"the session ends on an unanswered {', '.join(calls)}: this turn is the reply up to the call"
-    return "the session ends on tool results the model never answered: this turn is the reply up to the calls"
+    return unanswered_calls_warning(
+        [
+            f"{block.get('name') or 'a tool'} call (line {node.line})"
+            for node in members
+            for block in blocks(node.message.get("content"))
+            if block.get("type") == "tool_use" and block.get("id") not in answered
+        ]
+    )
 
 
 @dataclass

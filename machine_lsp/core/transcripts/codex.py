@@ -47,6 +47,8 @@ from machine_lsp.core.transcripts.base import (
     any_line_decodes_to,
     assistant_message,
     json_objects,
+    reply_with_calls_blocked,
+    unanswered_calls_warning,
 )
 
 HARNESS = "codex"
@@ -70,6 +72,7 @@ _INJECTED = re.compile(
     r"|# AGENTS\.md instructions)"
 )
 _ABORTED = "<turn_aborted>"
+_ABORTED_BLOCK = "the turn was aborted (interrupted): cannot be tagged good"
 
 
 def looks_like_codex(obj: Any) -> bool:
@@ -103,7 +106,9 @@ class _Open:
     entry_id: str | None = None
     parts: list[ContentPart] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
+    call_lines: list[int] = field(default_factory=list)  # the line of each of `tool_calls`
     has_text: bool = False
+    aborted: bool = False  # a turn abort followed it
 
     def build(self) -> Message:
         return assistant_message(self.parts, self.tool_calls)
@@ -129,6 +134,10 @@ class _Reader:
         self.pending_thinking: list[str] = []
         self.span_start = 1
         self.turn_since_input: Turn | None = None  # the last turn, until new input arrives
+        self.answered: set[str] = set()  # call ids whose output is in the log
+        # The last assistant message, while no later one closed: (it, built, its turn if any, the plain view
+        # then, as the list and its length: `plain` only grows until a compaction replaces it).
+        self.last_reply: tuple[_Open, Message, Turn | None, list[Message], int] | None = None
 
     def read(self) -> TurnList:
         for line_no, obj in json_objects(self.text, self.uri, self.result):
@@ -157,6 +166,7 @@ class _Reader:
             elif kind in _ITEM_TYPES:
                 self._item(obj, line_no)
         self._close()
+        self._ends_on_calls()
         if self.result.notes and self.result:
             self.result[-1].warnings.extend(self.result.notes)
         return self.result
@@ -185,7 +195,9 @@ class _Reader:
         if kind in _OUTPUTS:
             self._close()
             call_id = str(item.get("call_id") or "")
-            output = _output_text(item.get("output"))
+            self.answered.add(call_id)
+            # In a plain tag tool results are not in the row: an image dropped from one is no loss to warn of.
+            output = _output_text(item.get("output"), line, self.warnings if self.trace else [])
             self._input(
                 Message(role="tool", content=output, tool_call_id=call_id, name=self.tool_names.get(call_id)),
                 real_input=True,
@@ -238,6 +250,7 @@ class _Reader:
             arguments = msgspec.json.encode(item.get("action") or {}).decode()
         self.tool_names[call_id] = name
         current.tool_calls.append(ToolCall(id=call_id, function=ToolFunction(name=name, arguments=arguments)))
+        current.call_lines.append(line)
 
     def _close(self) -> None:
         """The open assistant message is complete: add it to the history and make it a turn."""
@@ -249,6 +262,7 @@ class _Reader:
         before = self.history[:]
         self.history.append(message)
         is_turn = self.trace or not message.tool_calls
+        self.last_reply = (current, message, None, self.plain, len(self.plain))
         if not is_turn:
             return
         if self.trace:
@@ -265,28 +279,63 @@ class _Reader:
             end_line=current.last_line,
             messages=messages,
             answer_index=len(messages) - 1,
-            source=Source(
-                kind="session_log",
-                uri=self.uri,
-                line=current.last_line,
-                end_line=current.last_line,
-                entry_id=current.entry_id,
-                session_id=self.session_id,
-                harness=HARNESS,
-                model=self.model,
-                provider=self.provider,
-            ),
+            source=self._source(current),
             tags_blocked=blocked,
             warnings=list(dict.fromkeys(self.warnings)),
         )
         self.result.append(turn)
+        self.last_reply = (current, message, turn, self.plain, len(self.plain))
         self.turn_since_input = turn
         self.span_start = current.last_line + 1
 
+    def _ends_on_calls(self) -> None:
+        """The log ends on a reply's tool calls (killed mid-call, or the model never answered their results):
+        that reply is the session's last turn, with a warning naming the calls; a plain tag keeps its text only
+        and cannot be good (its text announces calls that never came back), `--trace` keeps the calls."""
+        if self.last_reply is None or not self.last_reply[1].tool_calls:
+            return
+        current, message, turn, plain, plain_length = self.last_reply
+        unanswered = [
+            f"{call.function.name or 'a tool'} call (line {line})"
+            for call, line in zip(message.tool_calls or [], current.call_lines, strict=True)
+            if call.id not in self.answered
+        ]
+        if turn is None:
+            answer = Message(role="assistant", content=message.content)
+            messages = [*plain[:plain_length], answer]
+            turn = Turn(
+                line=min(self.span_start, current.first_line),
+                end_line=current.last_line,
+                messages=messages,
+                answer_index=len(messages) - 1,
+                source=self._source(current),
+                tags_blocked=reply_with_calls_blocked(current.has_text),
+                warnings=list(dict.fromkeys(self.warnings)),
+            )
+            self.result.append(turn)
+        if current.aborted and turn.tags_blocked is None:
+            turn.tags_blocked = _ABORTED_BLOCK
+        turn.warnings.append(unanswered_calls_warning(unanswered))
+
+    def _source(self, current: _Open) -> Source:
+        return Source(
+            kind="session_log",
+            uri=self.uri,
+            line=current.last_line,
+            end_line=current.last_line,
+            entry_id=current.entry_id,
+            session_id=self.session_id,
+            harness=HARNESS,
+            model=self.model,
+            provider=self.provider,
+        )
+
     def _aborted(self) -> None:
         self._close()
+        if self.last_reply is not None:
+            self.last_reply[0].aborted = True
         if self.turn_since_input is not None and self.turn_since_input.tags_blocked is None:
-            self.turn_since_input.tags_blocked = "the turn was aborted (interrupted): cannot be tagged good"
+            self.turn_since_input.tags_blocked = _ABORTED_BLOCK
 
     def _compacted(self, payload: dict[str, Any], line: int) -> None:
         self._close()
@@ -304,11 +353,12 @@ class _Reader:
         replacement = payload.get("replacement_history")
         if isinstance(replacement, list):
             self.history = []
-            saved_turns = len(self.result)
+            saved_turns, last_reply = len(self.result), self.last_reply
             for item in replacement:
                 if isinstance(item, dict):
                     self._item(item, line)
             self._close_without_turn(saved_turns)
+            self.last_reply = last_reply  # the replayed history is context, not a reply the session ended on
             self.plain = _text_turns(self.history)
             return
         kept = [message for message in self.history if message.role == "user"]
@@ -337,14 +387,23 @@ def _content_text(content: Any, line: int, warnings: list[str]) -> str:
     return "\n".join(texts)
 
 
-def _output_text(output: Any) -> str:
+def _output_text(output: Any, line: int, warnings: list[str]) -> str:
+    """A tool output's text; an image in it (`input_image`, e.g. a screenshot tool's) is dropped with a warning."""
     if isinstance(output, str):
         return output
     if isinstance(output, dict):
-        return _output_text(output.get("content", ""))
-    if isinstance(output, list):
-        return "\n".join(str(part.get("text") or "") for part in output if isinstance(part, dict))
-    return ""
+        return _output_text(output.get("content", ""), line, warnings)
+    if not isinstance(output, list):
+        return ""
+    texts = []
+    for part in output:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") in ("input_image", "image"):
+            warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
+        else:
+            texts.append(str(part.get("text") or ""))
+    return "\n".join(texts)
 
 
 def _text_turns(messages: list[Message]) -> list[Message]:

@@ -31,7 +31,9 @@ from machine_lsp.core.transcripts.base import (
     TurnList,
     assistant_message,
     json_objects,
+    reply_with_calls_blocked,
     tool_call,
+    unanswered_calls_warning,
 )
 from machine_lsp.core.transcripts.chat_jsonl import text_turns_only
 
@@ -132,6 +134,12 @@ def _whole_document(
     return document, placed
 
 
+def _calls(message: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        c for c in message.get("toolCalls") or [] if isinstance(c, dict) and isinstance(c.get("name"), str)
+    ]
+
+
 def _parts(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"text": content}]
@@ -170,12 +178,20 @@ class _Builder:
         self.span_start = 1
 
     def run(self, messages: list[tuple[int, dict]]) -> None:
+        last: tuple[int, dict[str, Any]] | None = None  # the session's last reply
         for line, message in messages:
             kind = message.get("type")
             if kind == "user":
                 self._user(message)
             elif kind == "gemini":
                 self._answer(line, message)
+                last = (line, message)
+        if last is not None and self.result and _calls(last[1]):
+            # The session ends on this reply's calls: killed mid-call, or the model never answered the results.
+            unanswered = [
+                f"{c['name']} call (line {last[0]})" for c in _calls(last[1]) if c.get("result") is None
+            ]
+            self.result[-1].warnings.append(unanswered_calls_warning(unanswered))
 
     def _user(self, message: dict[str, Any]) -> None:
         parts = _parts(message.get("content"))
@@ -201,11 +217,7 @@ class _Builder:
         text = _text(message.get("content"))
         if text:
             parts.append(TextPart(text=text))
-        calls = [
-            c
-            for c in message.get("toolCalls") or []
-            if isinstance(c, dict) and isinstance(c.get("name"), str)
-        ]
+        calls = _calls(message)
         answer = assistant_message(
             parts, [tool_call(str(c.get("id", "")), c["name"], c.get("args")) for c in calls]
         )
@@ -225,10 +237,12 @@ class _Builder:
         messages = list(self.history)
         blocked = None
         if not self.trace:
-            if text_of(messages[-1]).strip():
+            has_text = bool(text_of(messages[-1]).strip())
+            if has_text:
                 messages = text_turns_only(messages)
-            else:
-                blocked = "the answer is only a tool call: tag it with --trace to keep the tool calls"
+            if _calls(message):
+                # A step that went on to call tools is no final answer (its text, if any, announces the calls).
+                blocked = reply_with_calls_blocked(has_text)
         if blocked is None and not any(m.role == "user" for m in messages):
             blocked = "no user message before this answer"
         source = Source(

@@ -24,16 +24,19 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from machine_lsp.core.schema import (
-    Message,
-    Source,
+from machine_lsp.core.schema import Message, Source
+from machine_lsp.core.transcripts.base import (
+    TranscriptError,
+    Turn,
+    TurnList,
+    decode_json_line,
+    reply_with_calls_blocked,
+    unanswered_calls_warning,
 )
-from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
-from machine_lsp.core.transcripts.pi_messages import (
-    Converted,
-    PiEntry,
-    PiMessages,
+from machine_lsp.core.transcripts.pi_entries import (
+    Entry,
+    EntryConverter,
     compaction_summary,
     str_or_none,
     text_of_parts,
@@ -90,7 +93,7 @@ class LettaCodeAdapter:
         return _SessionReader(text, uri, trace=trace, thinking=thinking, letta=True).read()
 
 
-class _SessionReader(PiMessages):
+class _SessionReader:
     def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool, letta: bool = False) -> None:
         self.text = text
         self.letta = letta
@@ -98,11 +101,15 @@ class _SessionReader(PiMessages):
         self.trace = trace
         self.thinking = thinking
         self.result = TurnList()
-        self.entries: dict[str, PiEntry] = {}
-        self.order: list[PiEntry] = []
-        self.has_children: set[str] = set()
+        self.entries: dict[str, Entry] = {}
+        self.order: list[Entry] = []
+        # Assistant entries with a later assistant entry below them (their exchange went on), and the ids of the
+        # calls whose results are in the file: a toolUse reply that nothing continued is where the session ended.
+        self.continued: set[str] = set()
+        self.answered: set[str] = set()
+        self.assistant_above: dict[str, str | None] = {}
         self.session_id: str | None = None
-        self.converted: dict[str, Converted] = {}
+        self.converter = EntryConverter(self.entries, trace=trace, thinking=thinking, letta=letta)
         self.prefixes: dict[str, _Prefix] = {}
         # v1 compactions name their first kept entry by its index among the file's JSON lines (header = 0).
         self.entry_at_json_index: dict[int, str] = {}
@@ -130,6 +137,7 @@ class _SessionReader(PiMessages):
                     return self.result
                 continue
             previous_id = self._add_entry(obj, line_no, version, previous_id, json_index).id
+        self.converter.letta = self.letta
         # In file order parents come before children, so each entry's prefix is its parent's (already built) plus
         # its own messages: one step per entry, and the turns share their common prefixes.
         for entry in self.order:
@@ -175,14 +183,14 @@ class _SessionReader(PiMessages):
 
     def _add_entry(
         self, obj: dict[str, Any], line_no: int, version: int, previous_id: str | None, json_index: int
-    ) -> PiEntry:
+    ) -> Entry:
         entry_id = obj.get("id")
         if version >= 2 and isinstance(entry_id, str) and entry_id:
             parent = obj.get("parentId")
-            entry = PiEntry(entry_id, parent if isinstance(parent, str) else None, line_no, obj)
+            entry = Entry(entry_id, parent if isinstance(parent, str) else None, line_no, obj)
         else:
             # v1 (or an entry without an id): a linear log, each entry follows the previous one.
-            entry = PiEntry(f"@{line_no}", previous_id, line_no, obj, synthetic_id=True)
+            entry = Entry(f"@{line_no}", previous_id, line_no, obj, synthetic_id=True)
         if entry.id in self.entries:
             self.result.problems.append(
                 TranscriptError(
@@ -192,8 +200,7 @@ class _SessionReader(PiMessages):
         self.entries[entry.id] = entry
         self.order.append(entry)
         self.entry_at_json_index[json_index] = entry.id
-        if entry.parent_id is not None:
-            self.has_children.add(entry.parent_id)
+        self._note_continuation(entry)
         if version < 2 and obj["type"] == "compaction":
             index = obj.get("firstKeptEntryIndex")
             if isinstance(index, int) and not isinstance(index, bool):
@@ -207,19 +214,36 @@ class _SessionReader(PiMessages):
     def harness(self) -> str:
         return LETTA_HARNESS if self.letta else HARNESS
 
-    def _is_turn(self, entry: PiEntry) -> bool:
+    def _note_continuation(self, entry: Entry) -> None:
+        """Record which assistant entry `entry` follows (the nearest one above it) and what it answers."""
+        parent = self.entries.get(entry.parent_id) if entry.parent_id is not None else None
+        above = None
+        if parent is not None:
+            above = parent.id if parent.is_assistant else self.assistant_above.get(parent.id)
+        self.assistant_above[entry.id] = above
+        if entry.is_assistant and above is not None:
+            self.continued.add(above)
+        if entry.type == "message" and entry.message.get("role") == "toolResult":
+            self.answered.add(str(entry.message.get("toolCallId")))
+
+    def _ends_on_calls(self, entry: Entry) -> bool:
+        """A reply whose tool calls the session ended on: no reply came after it (killed mid-call, or the model
+        never answered the results)."""
+        return entry.message.get("stopReason") == "toolUse" and entry.id not in self.continued
+
+    def _is_turn(self, entry: Entry) -> bool:
         if self.trace:
             return True
         # An intermediate tool-calling step is part of the exchange whose final reply comes later.
-        return entry.message.get("stopReason") != "toolUse" or entry.id not in self.has_children
+        return entry.message.get("stopReason") != "toolUse" or self._ends_on_calls(entry)
 
     # -- conversations ---------------------------------------------------------------------------------------
     # The messages before an entry are those before its parent plus the parent's own, so they are memoised per
     # entry (`_Prefix`, chains of shared chunks, never mutated): a session of thousands of entries stays linear.
 
-    def _prefix(self, entry_id: str | None, child: PiEntry) -> _Prefix:
+    def _prefix(self, entry_id: str | None, child: Entry) -> _Prefix:
         """Messages (and warnings) of the path root -> `entry_id`, inclusive."""
-        chain: list[PiEntry] = []
+        chain: list[Entry] = []
         in_chain: set[str] = set()
         base = _EMPTY
         current = entry_id
@@ -247,20 +271,20 @@ class _SessionReader(PiMessages):
             self.prefixes[entry.id] = base
         return base
 
-    def _extend(self, base: _Prefix, entry: PiEntry) -> _Prefix:
+    def _extend(self, base: _Prefix, entry: Entry) -> _Prefix:
         if entry.type == "compaction":
             return self._compacted(entry)
-        converted = self._convert(entry)
+        converted = self.converter.convert(entry)
         # Entries that add nothing (labels, model changes, tool steps in plain mode) share their parent's prefix.
         return _Prefix(base.messages.then(converted.messages), base.warnings.then(converted.warnings))
 
-    def _compacted(self, compaction: PiEntry) -> _Prefix:
+    def _compacted(self, compaction: Entry) -> _Prefix:
         """Pi's context after a compaction: the summary, then the entries from `firstKeptEntryId` on."""
         if compaction.id in self.v1_first_kept:
             first_kept: Any = self.v1_first_kept[compaction.id]
         else:
             first_kept = compaction.data.get("firstKeptEntryId")
-        kept: list[PiEntry] = []
+        kept: list[Entry] = []
         current = compaction.parent_id
         seen: set[str] = set()
         while current is not None and current not in seen:
@@ -282,24 +306,26 @@ class _SessionReader(PiMessages):
         letta_summary = compaction.data.get("message")
         if self.letta and isinstance(letta_summary, dict):
             # Letta Code stores the summary message it puts in context with the compaction entry: use it as is.
-            as_entry = PiEntry(
+            as_entry = Entry(
                 compaction.id, None, compaction.line, {"type": "message", "message": letta_summary}
             )
-            converted = self._convert_uncached(as_entry)
+            converted = self.converter.convert_uncached(as_entry)
             messages, warnings = list(converted.messages), list(converted.warnings)
         for entry in reversed(kept):
             if entry.type == "compaction":
                 continue
-            converted = self._convert(entry)
+            converted = self.converter.convert(entry)
             messages.extend(converted.messages)
             warnings.extend(converted.warnings)
         return _Prefix(EMPTY.then(messages), EMPTY.then(warnings))
 
-    def _turn(self, answer_entry: PiEntry) -> Turn:
+    def _turn(self, answer_entry: Entry) -> Turn:
         before = self._prefix(answer_entry.parent_id, answer_entry)
         own_warnings: list[str] = []
         answer_message = answer_entry.message
-        answer = self._assistant(answer_message, answer_entry.line, own_warnings)
+        answer = self.converter.assistant(answer_message, answer_entry.line, own_warnings)
+        if self._ends_on_calls(answer_entry):
+            own_warnings.append(self._unanswered(answer_entry))
         messages = before.messages.then([answer])
         return Turn(
             line=self._span_start(answer_entry),
@@ -321,7 +347,18 @@ class _SessionReader(PiMessages):
             warnings=SharedPath(before.warnings.then(own_warnings)),  # type: ignore[arg-type]
         )
 
-    def _span_start(self, answer_entry: PiEntry) -> int:
+    def _unanswered(self, entry: Entry) -> str:
+        content = entry.message.get("content")
+        calls = [part for part in content if isinstance(part, dict)] if isinstance(content, list) else []
+        return unanswered_calls_warning(
+            [
+                f"{part.get('name') or 'a tool'} call (line {entry.line})"
+                for part in calls
+                if part.get("type") == "toolCall" and str(part.get("id")) not in self.answered
+            ]
+        )
+
+    def _span_start(self, answer_entry: Entry) -> int:
         """First line of the entries between the previous turn on the path and this one (the prompt, tool results)."""
         start = answer_entry.line
         seen = {answer_entry.id}
@@ -351,10 +388,8 @@ class _SessionReader(PiMessages):
         has_text = bool(text_of_parts(message.get("content")).strip())
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
+        if stop == "toolUse":
+            return reply_with_calls_blocked(has_text)
         if has_text:
             return None
-        if stop == "toolUse":
-            return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
         return "the reply has no text: nothing to train on"
-
-    # -- entry conversion ------------------------------------------------------------------------------------

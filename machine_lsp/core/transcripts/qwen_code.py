@@ -28,6 +28,7 @@ from machine_lsp.core.transcripts.base import (
     any_line_decodes_to,
     assistant_message,
     json_objects,
+    reply_with_calls_blocked,
     tool_call,
 )
 from machine_lsp.core.transcripts.claude_code_lines import text_turns
@@ -219,13 +220,10 @@ class _Reader:
         )
         if self.trace:
             return None if has_text or answer.tool_calls else "the reply is empty: nothing to train on"
-        if _calls(obj) and has_text:
-            # Its text announces calls nothing answered: as a final answer it would teach stopping there.
-            return "the session ends on this reply's tool calls, unanswered: tag it with --trace to keep the calls"
+        if _calls(obj):
+            return reply_with_calls_blocked(has_text)
         if has_text:
             return None
-        if _calls(obj):
-            return "the agent called tools and never gave a final reply: tag it with --trace to keep the tool calls"
         return "the reply has no text: nothing to train on"
 
 

@@ -177,7 +177,14 @@ def _double_encoded(value: str) -> bool:
 def _fast_tools_ok(messages: list[_Message] | list[_LooseMessage]) -> bool:
     seen: set[str] = set()
     any_call = False
+    open_calls = False  # the last assistant message made calls and only tool messages followed it
     for message in messages:
+        if open_calls and message.role not in ("tool", "assistant"):
+            return (
+                False  # something between calls and results: the rules judge whether they were all answered
+            )
+        if message.role != "tool":
+            open_calls = bool(message.tool_calls)
         if message.tool_calls:
             if message.role != "assistant":
                 return False

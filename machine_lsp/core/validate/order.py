@@ -58,6 +58,51 @@ def check_tool_answer(
         )
 
 
+def check_results_follow_calls(
+    ck: LineChecker, messages: list[Any], roles: list[str | None], span: _Span | None, whole: tuple[int, int]
+) -> None:
+    """A call's results come right after the assistant message that made it: Chat Completions refuses anything in
+    between (400: tool_calls "must be followed by tool messages") and the cookbook renderers expect the same."""
+    pending: set[str] = set()
+    caller = 0
+    for index, (message, role) in enumerate(zip(messages, roles, strict=True)):
+        if role == "tool":
+            pending.discard(_call_id(message.get("tool_call_id")))
+            continue
+        if pending and role != "assistant":
+            if not _answered_later(messages, roles, index, pending):
+                pending = set()  # the results never come: nothing is between the calls and them
+                continue
+            ck.add(
+                "tool-results-apart",
+                f"message {index + 1} ({role}) sits between assistant message {caller + 1}'s tool calls and their "
+                "results: chat-format trainers need the results right after the calls; move it after them "
+                "(`machine export sft` does)",
+                *_span_of(_item_span(span, index), whole),
+            )
+            return
+        pending = set()
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if isinstance(calls, list):
+            pending = {_call_id(call.get("id")) for call in calls if isinstance(call, dict)} - {""}
+            caller = index
+
+
+def _call_id(value: Any) -> str:
+    """A call id as written, or "" when it is not a string (another rule reports that)."""
+    return value if isinstance(value, str) else ""
+
+
+def _answered_later(messages: list[Any], roles: list[str | None], start: int, pending: set[str]) -> bool:
+    """Whether a result of one of the `pending` calls comes after message `start`, before the next assistant one."""
+    for message, role in zip(messages[start + 1 :], roles[start + 1 :], strict=True):
+        if role == "assistant":
+            return False
+        if role == "tool" and _call_id(message.get("tool_call_id")) in pending:
+            return True
+    return False
+
+
 def check_ending(
     ck: LineChecker,
     roles: list[str | None],

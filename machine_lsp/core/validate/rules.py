@@ -18,7 +18,12 @@ from machine_lsp.core.validate.fast import (
 )
 from machine_lsp.core.validate.findings import Fix, Kind, LineResult
 from machine_lsp.core.validate.line_checks import LineChecker, describe, json_error, not_an_object
-from machine_lsp.core.validate.order import check_ending, check_prompted, check_tool_answer
+from machine_lsp.core.validate.order import (
+    check_ending,
+    check_prompted,
+    check_results_follow_calls,
+    check_tool_answer,
+)
 from machine_lsp.core.validate.spans import _item_span, _Span, _span_of, _spans, _value_span
 
 # Roles that other chat formats use, mapped to ours (ShareGPT, Gemini, ...); offered as fixes.
@@ -197,6 +202,7 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
         check_ending(ck, roles, _span_of(_item_span(span, len(messages) - 1), whole), whole, is_eval)
         if not is_eval:
             check_prompted(ck, messages, roles, span, whole)
+        check_results_follow_calls(ck, messages, roles, span, whole)
     return prompt_key
 
 

@@ -1,8 +1,5 @@
-"""What one Pi (or Letta Code) session-log entry puts in the conversation the model reads, as Pi's own
-`convertToLlm` does (pi-coding-agent 0.73.1): user and assistant messages, tool results (with `--trace`), a
-`!command`'s output, extension messages, branch and compaction summaries in Pi's `<summary>` wrapper. `pi.py` walks
-the entry tree and builds the turns; `PiMessages` is the part of its reader that converts one entry.
-"""
+"""How one Pi session entry becomes the messages Pi sends (pi-coding-agent 0.73.1, `convertToLlm`), with warnings
+about what a text row cannot carry (images). The session's tree, compactions and turns are in `pi.py`."""
 
 from __future__ import annotations
 
@@ -27,7 +24,9 @@ _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.D
 
 
 @dataclass
-class PiEntry:
+class Entry:
+    """One entry line of a Pi session: its id (`@<line>` in v1 files, which have none), parent, line and object."""
+
     id: str
     parent_id: str | None
     line: int
@@ -56,29 +55,31 @@ class Converted:
     warnings: list[str] = field(default_factory=list)
 
 
-class PiMessages:
-    """Entry -> messages, mixed into the session reader: it reads the reader's flags (`letta` can turn on while
-    the file is read) and its entries (a tool result is kept only under the call it answers)."""
+class EntryConverter:
+    """Entries to messages, each converted once (`convert` caches by entry id). `entries` is the reader's own map,
+    read when a tool result looks up the call it answers; `letta` may be set after construction (a Letta Code log
+    is known once its entries are read)."""
 
-    trace: bool
-    thinking: bool
-    letta: bool
-    entries: dict[str, PiEntry]
-    converted: dict[str, Converted]
+    def __init__(self, entries: dict[str, Entry], *, trace: bool, thinking: bool, letta: bool) -> None:
+        self.entries = entries
+        self.trace = trace
+        self.thinking = thinking
+        self.letta = letta
+        self.converted: dict[str, Converted] = {}
 
-    def _convert(self, entry: PiEntry) -> Converted:
+    def convert(self, entry: Entry) -> Converted:
         cached = self.converted.get(entry.id)
         if cached is None:
-            cached = self.converted[entry.id] = self._convert_uncached(entry)
+            cached = self.converted[entry.id] = self.convert_uncached(entry)
         return cached
 
-    def _convert_uncached(self, entry: PiEntry) -> Converted:
+    def convert_uncached(self, entry: Entry) -> Converted:
         out = Converted()
         kind = entry.type
         if kind == "branch_summary":
             summary = entry.data.get("summary")
             if isinstance(summary, str) and summary:
-                out.messages.append(branch_summary(summary))
+                out.messages.append(_branch_summary(summary))
             return out
         if kind == "custom_message":
             # An extension's message: Pi sends it to the model as a user message, with or without --trace.
@@ -95,7 +96,7 @@ class PiMessages:
                 return out  # Pi leaves failed replies out of the context it sends next
             if not self.trace and message.get("stopReason") == "toolUse":
                 return out
-            assistant = self._assistant(message, entry.line, out.warnings)
+            assistant = self.assistant(message, entry.line, out.warnings)
             if self.trace or text_of_parts(message.get("content")).strip():
                 out.messages.append(assistant)
         elif role == "toolResult" and self.trace and self._call_is_kept(entry, message.get("toolCallId")):
@@ -116,13 +117,13 @@ class PiMessages:
         elif role == "branchSummary":
             summary = message.get("summary")
             if isinstance(summary, str) and summary:
-                out.messages.append(branch_summary(summary))
+                out.messages.append(_branch_summary(summary))
         elif role == "compactionSummary":
             summary = message.get("summary")
             out.messages.append(compaction_summary(summary if isinstance(summary, str) else ""))
         return out
 
-    def _call_is_kept(self, result: PiEntry, call_id: Any) -> bool:
+    def _call_is_kept(self, result: Entry, call_id: Any) -> bool:
         """A tool result belongs in the trace only if the call it answers is there: the assistant entry above it
         (past sibling results) did not fail and made a call with this id."""
         current = result.parent_id
@@ -183,7 +184,7 @@ class PiMessages:
                 )
         return "\n".join(texts)
 
-    def _assistant(self, message: dict[str, Any], line: int, warnings: list[str]) -> Message:
+    def assistant(self, message: dict[str, Any], line: int, warnings: list[str]) -> Message:
         parts = message.get("content")
         if isinstance(parts, str):
             parts = [{"type": "text", "text": parts}]
@@ -240,7 +241,7 @@ def compaction_summary(summary: str) -> Message:
     return Message(role="user", content=COMPACTION_SUMMARY_PREFIX + summary + COMPACTION_SUMMARY_SUFFIX)
 
 
-def branch_summary(summary: str) -> Message:
+def _branch_summary(summary: str) -> Message:
     return Message(role="user", content=BRANCH_SUMMARY_PREFIX + summary + BRANCH_SUMMARY_SUFFIX)
 
 
