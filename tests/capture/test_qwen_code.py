@@ -60,7 +60,11 @@ def test_trace_tag_of_the_shell_turn_is_the_whole_trajectory_sent(
     tool = next(m for m in record["messages"] if m["role"] == "tool")
     assert call["tool_calls"][0]["function"]["name"] == "run_shell_command"
     assert tool["tool_call_id"] == call["tool_calls"][0]["id"] and tool["name"] == "run_shell_command"
-    assert "Output: hi" in tool["content"]  # the real shell ran
+    # The real shell ran and exited 0. Its output is what Qwen Code sent, whichever it was: Qwen Code 0.24.4's
+    # child-process runner settles on the process's 'exit' event, which on a loaded machine can come before stdout's
+    # 'data' event, and then it sends "Output: (empty)" for `echo hi` (its bug, not the log reader's).
+    assert "Exit Code: 0" in tool["content"], tool["content"]
+    assert "Output: hi" in tool["content"] or "Output: (empty)" in tool["content"], tool["content"]
     assert [m["content"] for m in record["messages"] if m["role"] == "user"] == [TEXT_PROMPT, TOOL_PROMPT]
     assert PROJECT_INSTRUCTIONS not in str(record["messages"])  # Qwen Code does not log what it injects
 
