@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from machine_lsp.core.anchors import anchor_count
 from machine_lsp.core.run_plan import CHARS_PER_TOKEN, RunSize, describe_size, estimate_tokens, size_run
 from machine_lsp.scaffold.config import (
     ConfigError,
@@ -23,6 +24,8 @@ from machine_lsp.scaffold.config import (
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
 TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size", "objective")
 EVAL_KEYS = ("data", "max_tokens")
+# An anchor: a short request and the base model's answer (at most core.anchors.ANCHOR_MAX_TOKENS)
+ANCHOR_TOKENS, ANCHOR_TRAINED_TOKENS = 60, 45
 BUILTIN_PROBE_QUESTIONS = 12  # rough size of the built-in bleed probe, for the estimate only
 
 
@@ -87,9 +90,15 @@ def _estimate_training(verb: str, project: Path, config: MachineConfig) -> RunEs
     if measured is None:
         return None
     source, rows, per_pass, trained = measured
+    anchors = 0
     if verb == "train-smoke":
         train = msgspec.structs.replace(train, steps=SMOKE_STEPS, epochs=1)
-    size = run_size(rows, train, trained_tokens_per_epoch=trained, tokens_per_epoch=per_pass)
+    elif train.objective == "sft" and train.data is None and train.scope == "auto":
+        anchors = anchor_count(rows, train.anchor_ratio)  # the job adds these (jobs.anchor_jobs)
+        per_pass += anchors * ANCHOR_TOKENS
+        trained += anchors * ANCHOR_TRAINED_TOKENS
+    size = run_size(rows + anchors, train, trained_tokens_per_epoch=trained, tokens_per_epoch=per_pass)
+    size.anchors = anchors
     return RunEstimate(
         verb=verb,
         engine=train.engine,
