@@ -22,7 +22,10 @@ from machine_lsp.scaffold.config import (
 )
 
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
-TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size", "objective")
+TRAIN_KEYS = (
+    "engine", "model", "data", "epochs", "steps", "batch_size", "objective", "scope", "anchor_ratio"
+)
+TRAINING_VERBS = ("train-smoke", "train-run", "retrain")  # `retrain` trains on the store whatever [train] data says
 EVAL_KEYS = ("data", "max_tokens")
 # An anchor: a short request and the base model's answer (at most core.anchors.ANCHOR_MAX_TOKENS)
 ANCHOR_TOKENS, ANCHOR_TRAINED_TOKENS = 60, 45
@@ -75,7 +78,9 @@ def estimate_job(verb: str, project: Path, job_args: dict[str, Any]) -> RunEstim
         )
     except ConfigError:
         return None
-    if verb.startswith("train"):
+    if verb == "retrain":
+        config = msgspec.structs.replace(config, train=msgspec.structs.replace(config.train, data=None))
+    if verb in TRAINING_VERBS:
         return _estimate_training(verb, project, config)
     if verb.startswith("eval"):
         return _estimate_eval(verb, project, config, job_args)
