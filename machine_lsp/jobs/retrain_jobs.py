@@ -62,8 +62,9 @@ def _trained(result: dict[str, Any]) -> str:
     loss = ""
     if result.get("first_loss") is not None and result.get("final_loss") is not None:
         loss = f", loss {result['first_loss']:.3f} -> {result['final_loss']:.3f}"
+    steps = result.get("steps_run", 0)
     return (
-        f"Retrained on {tagged} tagged rows{scoped}: {result.get('steps_run', 0)} steps{loss}, "
+        f"Retrained on {tagged} tagged rows{scoped}: {steps} step{'s' * (steps != 1)}{loss}, "
         f"checkpoint {result.get('checkpoint')}."
     )
 
