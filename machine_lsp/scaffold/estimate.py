@@ -23,9 +23,18 @@ from machine_lsp.scaffold.config import (
 
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
 TRAIN_KEYS = (
-    "engine", "model", "data", "epochs", "steps", "batch_size", "objective", "scope", "anchor_ratio"
+    "engine",
+    "model",
+    "data",
+    "epochs",
+    "steps",
+    "batch_size",
+    "objective",
+    "scope",
+    "anchor_ratio",
 )
-TRAINING_VERBS = ("train-smoke", "train-run", "retrain")  # `retrain` trains on the store whatever [train] data says
+# `retrain` trains on the store whatever [train] data says
+TRAINING_VERBS = ("train-smoke", "train-run", "retrain")
 EVAL_KEYS = ("data", "max_tokens")
 # An anchor: a short request and the base model's answer (at most core.anchors.ANCHOR_MAX_TOKENS)
 ANCHOR_TOKENS, ANCHOR_TRAINED_TOKENS = 60, 45
