@@ -131,13 +131,19 @@ def test_too_many_rows_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFi
     assert "distinct pairs" in capsys.readouterr().err
 
 
+def example_probe() -> list[str]:
+    """The bleed probe of this example: the engine's built-in questions plus probe_extra.txt."""
+    from machine_lsp.core import evals
+
+    return evals.probe_prompts((EXAMPLE / "probe_extra.txt").read_text(encoding="utf-8").splitlines())
+
+
 def test_the_runs_anchor_prompts_are_disjoint_from_this_examples_probe() -> None:
     """The anchor rows `machine retrain` adds (core.anchors) never ask what the bleed probe asks, rewordings
     included: the probe must measure requests the model never trained on."""
-    from machine_lsp.core import anchors, evals
+    from machine_lsp.core import anchors
 
-    extra = (EXAMPLE / "probe_extra.txt").read_text(encoding="utf-8").splitlines()
-    probe = evals.probe_prompts(extra)
+    probe = example_probe()
     assert len(probe) >= 12 + 10, "the engine's built-in probe set plus probe_extra.txt"
     assert anchors.near_duplicates(anchors.ANCHOR_POOL, probe) == []
 
@@ -240,7 +246,7 @@ def test_readme_commands_run_as_written(tmp_path: Path) -> None:
     probes = list(results.glob("probe-*.json"))
     assert len(probes) == 1
     probe = json.loads(probes[0].read_text())["probe"]
-    assert probe["n"] == len(make_corpus.probe_questions())
+    assert probe["n"] == len(example_probe())
     manifest = json.loads((work / "data" / "manifest.json").read_text())
     assert manifest["counts"] == {"train": 6, "eval": 3}
     runs = work / "project" / ".machine" / "runs"
