@@ -13,7 +13,7 @@ from typing import Any
 from machine_lsp.engines.registry import engine_for_address
 from machine_lsp.lsp.replies import JobPlan
 
-TRAIN_VERBS = ("train-smoke", "train-run")
+TRAIN_VERBS = ("train-smoke", "train-run", "retrain")
 
 
 def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
@@ -41,7 +41,8 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
 
         plan.costs_money = tinker_costs_money(project)
     if training:
-        plan.data, plan.rows, plan.problem = _training_rows(project, config.train.data)
+        data = None if verb == "retrain" else config.train.data  # retrain trains on the store
+        plan.data, plan.rows, plan.problem = _training_rows(project, data)
     elif verb == "eval-probe":
         plan.data = "the bleed probe"
     else:
