@@ -38,6 +38,7 @@ from machine_lsp.core.evals.grading import (
     literal_prefix,
 )
 from machine_lsp.core.evals.probe import (
+    BUILTIN_PROBES,
     load_probe_questions,
     probe_messages,
     probe_prompts,
@@ -58,6 +59,7 @@ from machine_lsp.core.evals.results import (
 )
 
 __all__ = [
+    "BUILTIN_PROBES",
     "ChangedRow",
     "Comparison",
     "DEFAULT_FORMAT_PATTERN",
