@@ -28,6 +28,7 @@ import msgspec
 from machine_lsp.core import runs
 from machine_lsp.core.run_plan import RunSize, describe_size
 from machine_lsp.core.schema import Message
+from machine_lsp.engines.objectives import STAGED
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
@@ -56,8 +57,9 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     seed: int | None = None
     threads: int | None = None
     resume: str | None = None
-    objective: Literal["sft", "dpo", "kto"] | None = None
+    objective: Literal["sft", "dpo", "kto", "sft+dpo"] | None = None
     beta: float | None = None
+    pairs: str | None = None
     sample_max_tokens: int = 24
 
 
@@ -118,6 +120,10 @@ def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
 def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
     config = _config(ctx, args, smoke)
     cfg = config.train
+    if cfg.objective in STAGED:
+        from machine_lsp.jobs.staged_train import train_staged
+
+        return train_staged(ctx, config, args.resume, smoke, args.sample_max_tokens)
     loaded = load_rows(ctx, cfg)  # chat rows, pairs or KTO examples, per objective
     held: HeldOut | None = None  # a smoke run is not gated
     if (
@@ -228,11 +234,16 @@ class _TrainLoop:
         data: StepData,
         plan: list[list[int]],
         start_step: int,
+        *,
+        offset: int = 0,
+        history: list[StepRecord] | None = None,
     ) -> None:
+        """`offset`: steps of earlier stages (a staged run numbers its steps and checkpoints across stages, and
+        draws one loss curve from the shared `history`)."""
         self.ctx, self.cfg, self.trainer, self.data, self.plan = ctx, cfg, trainer, data, plan
-        self.start_step = start_step
-        self.total = len(plan)
-        self.history: list[StepRecord] = []
+        self.start_step, self.offset = start_step, offset
+        self.total = offset + len(plan)
+        self.history: list[StepRecord] = [] if history is None else history
         self.saved_steps: set[int] = set()
         self.tokens_total = 0
         ctx.emit(ev.Progress(done=start_step, total=self.total, message=f"training {self.total} steps"))
@@ -240,8 +251,9 @@ class _TrainLoop:
         self.started = time.perf_counter()
         self.last_finished = self.started
 
-    def run(self, smoke: bool) -> None:
-        """One step in flight ahead of the one awaited (the cookbook's loop); drained at each checkpoint."""
+    def run(self, smoke: bool, final: bool = True) -> None:
+        """One step in flight ahead of the one awaited (the cookbook's loop); drained at each checkpoint. The last
+        checkpoint is the run's final one unless a later stage follows (`final` False)."""
         cfg, total = self.cfg, self.total
         pending: _Submitted | None = None
         for step in range(self.start_step + 1, total + 1):
@@ -260,17 +272,17 @@ class _TrainLoop:
         if pending is not None:
             self.finish(pending)
         if not smoke:
-            if total in self.saved_steps:
+            if total not in self.saved_steps:
+                self.save(total, final=final)
+            elif final:
                 self.ctx.manifest.checkpoints[-1].final = True
                 self.ctx.save_manifest()
-            else:
-                self.save(total, final=True)
 
     def submit(self, step: int) -> _Submitted:
         from machine_lsp.engines.base import EngineError
 
-        batch, objective = self.data.batch(self.plan[step - 1])
-        lr = lr_at(step, self.total, self.cfg)
+        batch, objective = self.data.batch(self.plan[step - 1 - self.offset])
+        lr = lr_at(step - self.offset, len(self.plan), self.cfg)
         submitted = time.perf_counter()
         try:
             pending = self.trainer.submit_step(batch, lr, objective)
