@@ -73,21 +73,19 @@ def measure(summary: dict) -> list[str]:
     if REFERENCE_ARM not in arms:
         return ["The measure needs the `sft-full` arm; it was not run."]
     ref = arms[REFERENCE_ARM]
+
+    def as_good(a: dict) -> bool:
+        return a["exact"] >= ref["exact"] and a["format_ok"] >= ref["format_ok"]
+
     lines = []
-    for name in ("dpo", "kto", "sft+dpo"):
-        if name in arms:
-            a = arms[name]
-            ok = a["exact"] >= ref["exact"] and a["format_ok"] >= ref["format_ok"]
+    for name, a in arms.items():
+        if ARMS[name][0] != "sft":
             lines.append(
                 f"- `{name}`: exact {a['exact']} vs {ref['exact']}, format {a['format_ok']} vs {ref['format_ok']}: "
-                + ("**at least as good**" if ok else "**worse**")
-                + f" (McNemar p {a['mcnemar_p']:.4g})"
+                + ("**at least as good**" if as_good(a) else "**worse**")
+                + f" (exact McNemar p {a['mcnemar_p']:.4g})"
             )
-    met = any(
-        arms[n]["exact"] >= ref["exact"] and arms[n]["format_ok"] >= ref["format_ok"]
-        for n in ("dpo", "kto")
-        if n in arms
-    )
+    met = any(as_good(a) for name, a in arms.items() if ARMS[name][0] in ("dpo", "kto"))
     lines.append("")
     lines.append(
         f"DPO or KTO at least as good as SFT with half the good rows: **{'met' if met else 'not met'}**."
