@@ -75,20 +75,25 @@ def _register_smoke(train_sub: argparse._SubParsersAction) -> None:
 
 
 def _add_objective_args(parser: argparse.ArgumentParser) -> None:
-    from machine_lsp.engines.objectives import OBJECTIVE_NAMES, REGISTRY
+    from machine_lsp.engines.objectives import REGISTRY, RUN_OBJECTIVES, STAGED_SUMMARY
 
+    summaries = {name: spec.summary for name, spec in REGISTRY.items()} | STAGED_SUMMARY
     parser.add_argument(
         "--objective",
-        choices=OBJECTIVE_NAMES,
+        choices=RUN_OBJECTIVES,
         help="the loss (machine.toml [train] objective): "
-        + "; ".join(f"{name}: {spec.summary}" for name, spec in REGISTRY.items()),
+        + "; ".join(f"{name}: {summary}" for name, summary in summaries.items()),
     )
     parser.add_argument("--beta", type=float, metavar="X", help="dpo/kto: distance to the reference (0.1)")
+    parser.add_argument(
+        "--pairs", metavar="FILE", help="sft+dpo: the dpo stage's pairs file (default: the store's pairs)"
+    )
 
 
 def _register_run(train_sub: argparse._SubParsersAction) -> None:
     run = train_sub.add_parser(
-        "run", help="the configured training (sft, dpo or kto) as a job: progress, checkpoints, loss.png"
+        "run",
+        help="the configured training (sft, dpo, kto or sft+dpo) as a job: progress, checkpoints, loss.png",
     )
     run.add_argument("--resume", metavar="RUN", help="continue a run (id, id prefix, or checkpoint address)")
     run.add_argument("--data", metavar="FILE", help="training JSONL (default: machine.toml, else the store)")
@@ -150,6 +155,7 @@ def _sft(args: argparse.Namespace) -> int:
         "save_every": args.save_every,
         "objective": args.objective,
         "beta": args.beta,
+        "pairs": args.pairs,
     }
     config = apply_overrides(MachineConfig(), train, {"data": eval_data})
     served = configured_base_url(cwd)  # `machine tinker serve` wrote it: a rewritten machine.toml keeps it
@@ -192,6 +198,7 @@ def _train_payload(args: argparse.Namespace) -> dict[str, Any]:
         "resume": getattr(args, "resume", None),
         "objective": getattr(args, "objective", None),
         "beta": getattr(args, "beta", None),
+        "pairs": getattr(args, "pairs", None),
     }
 
 

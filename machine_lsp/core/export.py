@@ -3,7 +3,7 @@ prompt, in tinker-cookbook's comparison format) and KTO examples (every good and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -152,6 +152,23 @@ def build_pairs(records: Iterable[TagRecord]) -> tuple[list[ComparisonRow], Pair
     """
     pairs: list[ComparisonRow] = []
     counts = PairCounts(source="store")
+    for _key, prompt, good, bad, from_rewrite in _pairs(records):
+        comparison = Comparison(
+            prompt_conversation=to_cookbook_messages(prompt),
+            completion_A=to_cookbook_messages([good]),
+            completion_B=to_cookbook_messages([bad]),
+        )
+        pairs.append(ComparisonRow(comparison=comparison, label="A"))
+        if from_rewrite:
+            counts.from_rewrites += 1
+        else:
+            counts.from_tags += 1
+    counts.pairs = len(pairs)
+    return pairs, counts
+
+
+def _pairs(records: Iterable[TagRecord]) -> Iterator[tuple[bytes, list[Message], Message, Message, bool]]:
+    """(prompt key, prompt, chosen, rejected, from a rewrite) of every distinct pair the standing tags make."""
     seen: set[tuple[bytes, bytes, bytes]] = set()
     for key, entry in _answers(records).items():
         for good in entry.chosen:
@@ -160,18 +177,16 @@ def build_pairs(records: Iterable[TagRecord]) -> tuple[list[ComparisonRow], Pair
                 if identity[1] == identity[2] or identity in seen:
                     continue
                 seen.add(identity)
-                comparison = Comparison(
-                    prompt_conversation=to_cookbook_messages(entry.prompt),
-                    completion_A=to_cookbook_messages([good]),
-                    completion_B=to_cookbook_messages([bad]),
-                )
-                pairs.append(ComparisonRow(comparison=comparison, label="A"))
-                if from_rewrite:
-                    counts.from_rewrites += 1
-                else:
-                    counts.from_tags += 1
-    counts.pairs = len(pairs)
-    return pairs, counts
+                yield key, entry.prompt, good, bad, from_rewrite
+
+
+def pairs_by_prompt(records: Iterable[TagRecord]) -> dict[bytes, int]:
+    """How many pairs `build_pairs` makes on each prompt, keyed `encode(prompt messages)` (the Sessions view's
+    marker on the turns that train a preference objective)."""
+    counts: dict[bytes, int] = {}
+    for key, *_ in _pairs(records):
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def export_pairs(records: Iterable[TagRecord]) -> list[ComparisonRow]:

@@ -169,6 +169,11 @@ class Trainer(Protocol):
 
     def sampler(self) -> Sampler: ...
 
+    def freeze_reference(self) -> None:
+        """From now on the reference of log-prob objectives is the current weights (a staged run's next stage:
+        sft+dpo's DPO stage is measured against the SFT stage's policy). Before any call it is the base model."""
+        ...
+
 
 @runtime_checkable
 class Engine(Protocol):

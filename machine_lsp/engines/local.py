@@ -300,6 +300,7 @@ class LocalTrainer:
         self.model.train()
         self.vocab_size = int(lm.get_output_embeddings().weight.shape[0])
         self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.reference_state: list[Any] | None = None  # frozen adapter weights; None: the base (adapter off)
         adam = lora.optimizer
         self.optimizer = torch.optim.AdamW(
             self.params, lr=lora.learning_rate, betas=(adam.beta1, adam.beta2), eps=adam.eps, weight_decay=0.0
@@ -400,6 +401,10 @@ class LocalTrainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
+
+    def freeze_reference(self) -> None:
+        """A copy of the adapter (megabytes, not the model) becomes the reference (local_objectives)."""
+        self.reference_state = [p.detach().clone() for p in self.params]
 
     def submit_step(
         self, batch: Sequence[tinker.Datum], learning_rate: float, objective: Objective | None = None

@@ -1,7 +1,8 @@
 """The local engine's step for log-prob objectives (DPO, KTO): policy and reference log-probs on one model.
 
 The reference is the base model itself with the LoRA adapter switched off (peft's `disable_adapter()` context), so
-there is no second copy of the weights in memory; its log-probs are computed once per batch, without gradients,
+there is no second copy of the weights in memory (in a staged run's DPO stage: the adapter frozen at the stage's
+start, swapped in for the reference pass); its log-probs are computed once per batch, without gradients,
 before the policy's pass. The policy's per-token log-probs of every datum of the batch are kept (with their graph)
 until the objective's loss couples them (DPO pairs, KTO's batch-wide KL), then one backward runs.
 """
@@ -57,11 +58,23 @@ def token_logprobs(trainer: Any, rows: Rows) -> tuple[list[torch.Tensor], list[t
 
 
 def reference_logprobs(trainer: Any, rows: Rows) -> list[torch.Tensor]:
-    """The reference's log-probs: the base model (adapter disabled), no gradients."""
+    """The reference's log-probs, no gradients: the base model (adapter disabled), or after `freeze_reference` the
+    adapter as it was then (sft+dpo's SFT-stage policy), swapped in for the pass and the trained weights back."""
     import torch
 
-    with torch.no_grad(), trainer.model.disable_adapter():
-        return token_logprobs(trainer, rows)[0]
+    frozen = trainer.reference_state
+    if frozen is None:
+        with torch.no_grad(), trainer.model.disable_adapter():
+            return token_logprobs(trainer, rows)[0]
+    with torch.no_grad():
+        trained = [p.detach().clone() for p in trainer.params]
+        try:
+            for param, weights in zip(trainer.params, frozen, strict=True):
+                param.copy_(weights)
+            return token_logprobs(trainer, rows)[0]
+        finally:
+            for param, weights in zip(trainer.params, trained, strict=True):
+                param.copy_(weights)
 
 
 def objective_step(trainer: Any, batch: Sequence[Any], objective: Objective) -> StepStats:

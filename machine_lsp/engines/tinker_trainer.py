@@ -115,6 +115,10 @@ class TinkerTrainer:
             )
         return self._reference
 
+    def freeze_reference(self) -> None:
+        """The next log-prob step takes the weights it finds as its reference (`reference_client`)."""
+        self._reference = None
+
     def _call(self, fn: Callable[[], T], what: str) -> T:
         return bounded_call(fn, self.engine.call_timeout, what, self.engine.base_url)
 

@@ -28,6 +28,7 @@ import msgspec
 from machine_lsp.core import runs
 from machine_lsp.core.run_plan import RunSize, describe_size
 from machine_lsp.core.schema import Message
+from machine_lsp.engines.objectives import STAGED
 from machine_lsp.engines.registry import EngineName
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.anchor_jobs import add_anchors
@@ -58,10 +59,11 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     seed: int | None = None
     threads: int | None = None
     resume: str | None = None
-    objective: Literal["sft", "dpo", "kto"] | None = None
+    objective: Literal["sft", "dpo", "kto", "sft+dpo"] | None = None
     beta: float | None = None
     scope: Literal["auto", "off"] | None = None
     anchor_ratio: float | None = None
+    pairs: str | None = None
     sample_max_tokens: int = 24
 
 
@@ -124,6 +126,10 @@ def _train(
 ) -> tuple[dict[str, Any], str]:
     config = _config(ctx, args, smoke, from_store)
     cfg = config.train
+    if cfg.objective in STAGED:
+        from machine_lsp.jobs.staged_train import train_staged
+
+        return train_staged(ctx, config, args.resume, smoke, args.sample_max_tokens)
     loaded, held = _rows(ctx, config, smoke)
     snapshot = loaded.snapshot
     engine = make_engine(ctx, cfg.engine, cfg.threads)
@@ -253,11 +259,16 @@ class _TrainLoop:
         data: StepData,
         plan: list[list[int]],
         start_step: int,
+        *,
+        offset: int = 0,
+        history: list[StepRecord] | None = None,
     ) -> None:
+        """`offset`: steps of earlier stages (a staged run numbers its steps and checkpoints across stages, and
+        draws one loss curve from the shared `history`)."""
         self.ctx, self.cfg, self.trainer, self.data, self.plan = ctx, cfg, trainer, data, plan
-        self.start_step = start_step
-        self.total = len(plan)
-        self.history: list[StepRecord] = []
+        self.start_step, self.offset = start_step, offset
+        self.total = offset + len(plan)
+        self.history: list[StepRecord] = [] if history is None else history
         self.saved_steps: set[int] = set()
         self.tokens_total = 0
         ctx.emit(ev.Progress(done=start_step, total=self.total, message=f"training {self.total} steps"))
@@ -265,8 +276,9 @@ class _TrainLoop:
         self.started = time.perf_counter()
         self.last_finished = self.started
 
-    def run(self, smoke: bool) -> None:
-        """One step in flight ahead of the one awaited (the cookbook's loop); drained at each checkpoint."""
+    def run(self, smoke: bool, final: bool = True) -> None:
+        """One step in flight ahead of the one awaited (the cookbook's loop); drained at each checkpoint. The last
+        checkpoint is the run's final one unless a later stage follows (`final` False)."""
         cfg, total = self.cfg, self.total
         pending: _Submitted | None = None
         for step in range(self.start_step + 1, total + 1):
@@ -285,17 +297,17 @@ class _TrainLoop:
         if pending is not None:
             self.finish(pending)
         if not smoke:
-            if total in self.saved_steps:
+            if total not in self.saved_steps:
+                self.save(total, final=final)
+            elif final:
                 self.ctx.manifest.checkpoints[-1].final = True
                 self.ctx.save_manifest()
-            else:
-                self.save(total, final=True)
 
     def submit(self, step: int) -> _Submitted:
         from machine_lsp.engines.base import EngineError
 
-        batch, objective = self.data.batch(self.plan[step - 1])
-        lr = lr_at(step, self.total, self.cfg)
+        batch, objective = self.data.batch(self.plan[step - 1 - self.offset])
+        lr = lr_at(step - self.offset, len(self.plan), self.cfg)
         submitted = time.perf_counter()
         try:
             pending = self.trainer.submit_step(batch, lr, objective)

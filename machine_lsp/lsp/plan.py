@@ -56,6 +56,8 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
         plan.tokens = estimate.tokens
         if training:  # steps from the one sizing rule (core.run_plan), and its text with the floor warning
             plan.steps = estimate.steps
+            if config.train.objective != "sft":  # pairs or KTO examples (a staged run: each stage's rows)
+                plan.data, plan.rows = estimate.source, estimate.rows
             if estimate.size is not None:
                 plan.message = f"{estimate.describe()}; model {plan.model}"
     return plan

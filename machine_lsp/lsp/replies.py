@@ -221,6 +221,7 @@ class SessionTurn(msgspec.Struct):
     rewritten: bool  # the standing tag is a rewrite
     records: list[str]  # ids of every store record on this turn
     conflict: bool  # the records on this turn contradict each other
+    pairs: int = 0  # preference pairs the standing tags make on this turn's prompt (dpo, sft+dpo train them)
 
 
 class SessionTurnsReply(msgspec.Struct):
@@ -324,6 +325,7 @@ COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
     "machine.train.smoke": (JobSummary, JobDeclined, JobPlan),
     "machine.train.run": (JobSummary, JobDeclined, JobPlan),
     "machine.retrain": (JobSummary, JobDeclined, JobPlan),
+    "machine.train.preferences": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.baseline": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.checkpoint": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.probe": (JobSummary, JobDeclined, JobPlan),

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from machine_lsp.engines.objectives import OBJECTIVE_NAMES
+from machine_lsp.engines.objectives import RUN_OBJECTIVES, STAGED
 from machine_lsp.engines.objectives.base import DEFAULT_BETA
 from machine_lsp.engines.registry import EngineName, engine_spec
 
@@ -48,6 +48,7 @@ TRAIN_KEYS = (
     "beta",
     "scope",
     "anchor_ratio",
+    "pairs",
 )
 
 
@@ -74,6 +75,9 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     checkpoint_ttl: int = CHECKPOINT_TTL_S  # seconds Tinker keeps an intermediate checkpoint; 0: forever
     # The loss (machine_lsp.engines.objectives): sft on good rows, dpo on pairs, kto on every good and bad tag
     objective: str = "sft"
+    pairs: str | None = (
+        None  # sft+dpo: the dpo stage's pairs file (data is the sft stage's); None: the store's
+    )
     beta: float = DEFAULT_BETA  # dpo, kto: how far the policy may move from the reference
     kto_desirable_weight: float = 1.0  # kto: weight of a good example's loss (TRL's desirable_weight)
     kto_undesirable_weight: float = 1.0  # kto: weight of a bad example's loss (TRL's undesirable_weight)
@@ -101,7 +105,7 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
                 self.checkpoint_ttl == 0 or self.checkpoint_ttl >= 3600,
                 "checkpoint_ttl must be 0 or >= 3600 s",
             ),
-            (self.objective in OBJECTIVE_NAMES, f"objective must be one of {', '.join(OBJECTIVE_NAMES)}"),
+            (self.objective in RUN_OBJECTIVES, f"objective must be one of {', '.join(RUN_OBJECTIVES)}"),
             (0 <= self.anchor_ratio <= 4, "anchor_ratio must be in [0, 4]"),
             (
                 self.beta > 0 and self.kto_desirable_weight > 0 and self.kto_undesirable_weight > 0,
@@ -111,6 +115,16 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         for ok, message in checks:
             if not ok:
                 raise msgspec.ValidationError(message)
+
+    def stages(self) -> list[TrainSection]:
+        """One section per stage of a staged objective (sft+dpo: sft on `data`, then dpo on `pairs`), each with
+        its own objective and data; a single objective is one stage, this section itself."""
+        if self.objective not in STAGED:
+            return [self]
+        return [
+            msgspec.structs.replace(self, objective=name, data=self.data if name == "sft" else self.pairs)
+            for name in STAGED[self.objective]
+        ]
 
     def resolved_model(self) -> str:
         return self.model or engine_spec(self.engine).default_model
@@ -248,7 +262,9 @@ _COMMENTS = {
     "adam_beta2": "Adam beta2, both engines",
     "adam_eps": "Adam epsilon, both engines",
     "checkpoint_ttl": "seconds Tinker keeps intermediate checkpoints (the final is kept); 0 = keep all",
-    "objective": "sft (good rows) | dpo (pairs: rewrites, good+bad on a prompt) | kto (every good and bad tag)",
+    "objective": "sft (good rows) | dpo (pairs: rewrites, good+bad on a prompt) | kto (every good and bad tag)"
+    " | sft+dpo (sft, then dpo from its adapter)",
+    "pairs": "sft+dpo: the dpo stage's pairs file (default: the store's pairs)",
     "beta": "dpo/kto: how far from the reference (base) model the policy may move",
     "kto_desirable_weight": "kto: weight of good examples' loss",
     "kto_undesirable_weight": "kto: weight of bad examples' loss",

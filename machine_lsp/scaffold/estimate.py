@@ -33,6 +33,7 @@ TRAIN_SIZING_KEYS = (
     "objective",
     "scope",
     "anchor_ratio",
+    "pairs",
 )
 # `retrain` trains on the store whatever [train] data says
 TRAINING_VERBS = ("train-smoke", "train-run", "retrain")
@@ -98,7 +99,24 @@ def estimate_job(verb: str, project: Path, job_args: dict[str, Any]) -> RunEstim
 
 
 def _estimate_training(verb: str, project: Path, config: MachineConfig) -> RunEstimate | None:
-    train = config.train
+    """A run's estimate; a staged run's (sft+dpo) is the sum of its stages', each sized from its own rows."""
+    estimates = [_estimate_stage(verb, project, stage) for stage in config.train.stages()]
+    if any(e is None for e in estimates):
+        return None
+    if len(estimates) == 1:
+        return estimates[0]
+    parts = [e for e in estimates if e is not None]
+    return RunEstimate(
+        verb=verb,
+        engine=config.train.engine,
+        source=" then ".join(e.source for e in parts),
+        rows=sum(e.rows for e in parts),
+        steps=sum(e.steps or 0 for e in parts),
+        tokens=sum(e.tokens for e in parts),
+    )
+
+
+def _estimate_stage(verb: str, project: Path, train: Any) -> RunEstimate | None:
     measured = (
         _measure(project, train.data) if train.objective == "sft" else _measure_preference(project, train)
     )

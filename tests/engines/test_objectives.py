@@ -193,3 +193,28 @@ def test_the_tinker_dpo_step_computes_the_local_loss_up_to_the_network(dpo_run: 
         trained = torch.tensor(render.datum_tokens(datum)[2]) > 0
         grad = sent.loss_fn_inputs["weights"].to_torch()
         assert bool((grad[~trained] == 0).all()) and bool((grad[trained] != 0).any())
+
+
+def test_a_frozen_reference_is_the_adapter_then_and_the_trained_weights_stay(dpo_run: dict[str, Any]) -> None:
+    """sft+dpo's DPO stage: after `freeze_reference` the reference is the adapter as it was (not the base), a
+    later step leaves it where it was, and the reference pass puts the trained weights back."""
+    import torch
+
+    trainer, batch = dpo_run["trainer"], dpo_run["batch"]
+    trainer.freeze_reference()
+    try:
+        frozen_policy, _ = _policy(trainer, batch)
+        reference = _reference(trainer, batch)
+        assert all(torch.equal(p, r) for p, r in zip(frozen_policy, reference, strict=True))
+        assert not all(torch.equal(r, b) for r, b in zip(reference, dpo_run["before"], strict=True))
+        stats = trainer.submit_step(batch, LR, Objective(name="dpo", beta=0.1)).result()
+        assert stats.loss == pytest.approx(
+            math.log(2), abs=1e-6
+        )  # the policy started at the frozen reference
+        weights = [p.detach().clone() for p in trainer.params]
+        after = _reference(trainer, batch)
+        assert all(torch.equal(x, y) for x, y in zip(reference, after, strict=True))
+        assert all(torch.equal(p, w) for p, w in zip(trainer.params, weights, strict=True))
+        assert not all(torch.equal(p, r) for p, r in zip(_policy(trainer, batch)[0], after, strict=True))
+    finally:
+        trainer.reference_state = None  # the module's other tests use the base as the reference

@@ -112,6 +112,8 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
         assert declined["status"] == "declined"
         question = client.questions[-1].message  # type: ignore[attr-defined]
         assert question.startswith("machine: start the training run? "), question
+        client.answers.append("Cancel")  # type: ignore[attr-defined]
+        assert (await call("machine.train.preferences", {"objective": "kto"}))["status"] == "declined"
         assert (await call("machine.serve.status", {}))["status"] == "stopped"
         assert (await call("machine.serve.stop", {}))["status"] == "stopped"
         use = await call("machine.use", {"checkpoint": "base", "agent": "claude"})

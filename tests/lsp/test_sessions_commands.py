@@ -149,6 +149,20 @@ async def test_turns_are_marked_once_tagged(client: LanguageClient, world: World
         await command(client, "machine.sessions.turns", {"session": "zzzz"})
 
 
+async def test_turns_that_make_preference_pairs_say_how_many(client: LanguageClient, world: World) -> None:
+    reply = await command(client, "machine.sessions.turns", {"session": world.session_id})
+    assert all(t["pairs"] == 0 for t in reply["turns"])
+    bad = await command(client, "machine.tag", {"from": f"{world.session_id}:1", "verdict": "bad"})
+    turns = (await command(client, "machine.sessions.turns", {"session": world.session_id}))["turns"]
+    assert turns[0]["pairs"] == 0  # a bad answer alone is no pair (KTO still trains on it)
+    await command(
+        client, "machine.retag", {"id": bad["id"], "verdict": "good", "rewrite": "Hello there, nice to meet!"}
+    )
+    turns = (await command(client, "machine.sessions.turns", {"session": world.session_id}))["turns"]
+    assert turns[0]["pairs"] == 1 and turns[0]["rewritten"] is True  # the rewrite against the model's answer
+    assert all(t["pairs"] == 0 for t in turns[1:])
+
+
 async def test_tag_from_last_stores_what_the_cli_stores(
     client: LanguageClient, world: World, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -5,11 +5,14 @@ import * as vscode from "vscode";
 import { ExecuteCommandRequest, WorkDoneProgress, type LanguageClient, type WorkDoneProgressBegin, type WorkDoneProgressReport } from "vscode-languageclient/node";
 import {
   answerAsk,
+  ASK_AND_RETAG_COMMAND,
   ASK_AND_TAG_COMMAND,
   cancelArgs,
   checkpointsFromManifest,
   compareArgs,
   jobArgs,
+  PREFERENCE_OBJECTIVES,
+  preferenceArgs,
   scaffoldArgs,
   selectionArgs,
   SERVER_COMMANDS,
@@ -31,7 +34,7 @@ import type { TrainingEnvironment } from "./trainingEnv";
 class UserCancelled extends Error {}
 
 /** The commands that run a job and answer with its JobSummary (or JobDeclined). */
-type JobCommand = (typeof SERVER_COMMANDS)["validate" | "smoke" | "train" | "baseline" | "evalCheckpoint" | "probe"];
+type JobCommand = (typeof SERVER_COMMANDS)["validate" | "smoke" | "train" | "trainPreferences" | "baseline" | "evalCheckpoint" | "probe"];
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -75,6 +78,8 @@ export class Commands {
       reg("machineLsp.smoke", () => this.runJob("smoke", "Smoke run")),
       reg("machineLsp.train", () => this.runJob("train", "Training")),
       reg("machineLsp.retrain", () => this.runJob("retrain", "Retrain and reload")),
+      reg("machineLsp.trainPreferences", () => this.trainPreferences()),
+      reg(ASK_AND_RETAG_COMMAND, (_kind, arg) => this.askAndRetag(arg)),
       reg("machineLsp.baseline", () => this.runJob("baseline", "Baseline eval")),
       reg("machineLsp.evalCheckpoint", () => this.evalCheckpoint("evalCheckpoint")),
       reg("machineLsp.compare", () => this.compare()),
@@ -154,6 +159,32 @@ export class Commands {
     const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === arg.uri);
     if (doc?.isDirty && kind === "prompt") await doc.save();
     return this.call(SERVER_COMMANDS.tag, answerAsk(arg, kind, answer));
+  }
+
+  /** *Add a rewrite…* on a bad row: ask for the better answer, then `machine.retag` makes the row a pair. */
+  private async askAndRetag(arg: unknown): Promise<unknown> {
+    if (!isObj(arg) || typeof arg.id !== "string") throw new Error("bad retag arguments from the server");
+    const answer = await vscode.window.showInputBox({
+      title: "Machine: Add a Rewrite",
+      prompt: "The better answer (the model's answer is kept: the two make a preference pair)",
+      ignoreFocusOut: true,
+      validateInput: (v) => (v.trim() ? undefined : "The rewrite cannot be empty."),
+    });
+    if (answer === undefined) throw new UserCancelled();
+    return this.call(SERVER_COMMANDS.retag, answerAsk(arg, "rewrite", answer));
+  }
+
+  /** *Train with Preferences…*: pick DPO, KTO or SFT then DPO; the training run's job with that objective. */
+  private async trainPreferences(): Promise<unknown> {
+    const pick = await vscode.window.showQuickPick(
+      PREFERENCE_OBJECTIVES.map((o) => ({ label: o.label, detail: o.detail, objective: o.objective })),
+      { title: "Machine: Train with Preferences", placeHolder: "What to learn from the good and bad tags" },
+    );
+    if (!pick) throw new UserCancelled();
+    if (!(await this.training.ready())) return undefined;
+    const train = jobArgs({ kind: "train", settings: currentSettings(), workspaceFolder: workspaceFolderPath() });
+    this.panel.show(true);
+    return this.withJobProgress(`Training (${pick.label})`, SERVER_COMMANDS.trainPreferences, preferenceArgs(train, pick.objective));
   }
 
   private async tagSelection(): Promise<unknown> {

@@ -13,7 +13,7 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from "vscode-languageclient/node";
-import { ASK_AND_TAG_COMMAND, tagAskKind } from "./logic/args";
+import { ASK_AND_RETAG_COMMAND, ASK_AND_TAG_COMMAND, retagAskKind, SERVER_COMMANDS, tagAskKind } from "./logic/args";
 import { folderScope } from "./logic/client";
 import { serverShownError } from "./logic/replies";
 import {
@@ -36,9 +36,10 @@ export const TINKER_SECRET = "machine.tinkerApiKey";
 function routeAskingActions<T extends vscode.Command | vscode.CodeAction>(item: T): T {
   const cmd: vscode.Command | undefined = item instanceof vscode.CodeAction ? item.command : item;
   if (!cmd || typeof cmd.command !== "string") return item;
-  const ask = tagAskKind(cmd.command, cmd.arguments);
+  const ask = tagAskKind(cmd.command, cmd.arguments) ?? retagAskKind(cmd.command, cmd.arguments);
   if (!ask) return item;
-  const routed: vscode.Command = { title: cmd.title, command: ASK_AND_TAG_COMMAND, arguments: [ask, cmd.arguments?.[0]] };
+  const via = cmd.command === SERVER_COMMANDS.retag ? ASK_AND_RETAG_COMMAND : ASK_AND_TAG_COMMAND;
+  const routed: vscode.Command = { title: cmd.title, command: via, arguments: [ask, cmd.arguments?.[0]] };
   if (item instanceof vscode.CodeAction) {
     item.command = routed;
     return item;

@@ -21,6 +21,13 @@ from machine_lsp.engines.objectives.base import Objective, ObjectiveSpec
 REGISTRY: dict[str, ObjectiveSpec] = {spec.name: spec for spec in (sft.SPEC, dpo.SPEC, kto.SPEC)}
 OBJECTIVE_NAMES: tuple[str, ...] = tuple(REGISTRY)
 SFT = Objective()
+#: Runs of more than one stage, each stage one registered objective trained from where the previous one stopped.
+#: sft+dpo: SFT on the good rows, then DPO on the pairs with the SFT stage's policy as the reference (the DPO paper's
+#: pi_ref = pi_SFT; TRL's default reference is the model DPO starts from, the cookbook's the weights at its start).
+STAGED: dict[str, tuple[str, ...]] = {"sft+dpo": ("sft", "dpo")}
+#: What `[train] objective` / `--objective` accept: one objective, or a staged run.
+RUN_OBJECTIVES: tuple[str, ...] = (*OBJECTIVE_NAMES, *STAGED)
+STAGED_SUMMARY = {"sft+dpo": "sft on the good rows, then dpo on the pairs from the sft stage's adapter"}
 
 
 def spec_for(objective: Objective | str) -> ObjectiveSpec:
@@ -32,4 +39,14 @@ def spec_for(objective: Objective | str) -> ObjectiveSpec:
     return spec
 
 
-__all__ = ["OBJECTIVE_NAMES", "REGISTRY", "SFT", "Objective", "ObjectiveSpec", "spec_for"]
+__all__ = [
+    "OBJECTIVE_NAMES",
+    "REGISTRY",
+    "RUN_OBJECTIVES",
+    "SFT",
+    "STAGED",
+    "STAGED_SUMMARY",
+    "Objective",
+    "ObjectiveSpec",
+    "spec_for",
+]

@@ -99,6 +99,7 @@ class CodeActionsFeature(LanguageFeature):
             )
             out.extend(self._tag_actions(uri, line0 + 1, info["kind"], tools))
             out.extend(self._untag_actions(uri, line0 + 1, info["kind"]))
+            out.extend(self._rewrite_actions(uri, line0 + 1))
         elif selection and self.server.settings.client_prompts:  # the selection's prompt is asked for
             out.extend(self._selection_actions(uri, rng))
         return out
@@ -141,6 +142,27 @@ class CodeActionsFeature(LanguageFeature):
                     title=title,
                     kind=TAG_KIND,
                     command=types.Command(title=title, command="machine.untag", arguments=[args]),
+                )
+            )
+        return out
+
+    def _rewrite_actions(self, uri: str, line: int) -> list[types.CodeAction]:
+        """ "Add a rewrite…" on a row whose standing tag is bad: the client asks for the better answer and sends
+        `machine.retag {id, verdict: good, rewrite}`, which keeps the model's answer as the original, so the row
+        becomes a preference pair (rewrite chosen, original rejected). Only a client that asks the user."""
+        if not self.server.settings.client_prompts:
+            return []
+        out = []
+        for record in self._standing.on_line(self.server.project_start(uri), uri, line):
+            if record.verdict != "bad":
+                continue
+            title = f"Add a rewrite… (record {record.id[:8]} becomes a pair)"
+            args = {"uri": uri, "id": record.id, "verdict": "good", "ask": "rewrite"}
+            out.append(
+                types.CodeAction(
+                    title=title,
+                    kind=TAG_KIND,
+                    command=types.Command(title=title, command="machine.retag", arguments=[args]),
                 )
             )
         return out

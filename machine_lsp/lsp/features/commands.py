@@ -103,6 +103,7 @@ class CommandsFeature(LanguageFeature):
         }
         for command_id, (verb, title, ask) in JOB_COMMANDS.items():
             table[command_id] = self._job_command(verb, title, ask)
+        table["machine.train.preferences"] = self.train_preferences
         for command_id, method in table.items():
             self.server.command(command_id)(self._entry(command_id, method))
         json_rpc_logger = logging.getLogger("pygls.protocol.json_rpc")
@@ -350,6 +351,16 @@ class CommandsFeature(LanguageFeature):
             return await self._run_job(verb, title, job_args, args)
 
         return run
+
+    async def train_preferences(self, args: dict[str, Any]) -> JobSummary | JobDeclined | JobPlan:
+        """`machine.train.run` with a preference objective (dpo, kto or sft+dpo), which this command requires:
+        the palette's *Train with Preferences…*. The rest is the training run's (confirmation, plan, progress)."""
+        from machine_lsp.engines.objectives import RUN_OBJECTIVES
+
+        choices = [name for name in RUN_OBJECTIVES if name != "sft"]
+        if args.get("objective") not in choices:
+            raise CommandError(message=f"'objective' must be one of {', '.join(choices)}")
+        return await self._job_command("train-run", "Preference training run", True)(args)
 
     async def _run_job(
         self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]

@@ -73,6 +73,8 @@ class SessionsFeature(LanguageFeature):
         )
 
     async def session_turns(self, args: dict[str, Any]) -> SessionTurnsReply:
+        from machine_lsp.core.export import pairs_by_prompt
+        from machine_lsp.core.schema import encode
         from machine_lsp.core.store import Store
         from machine_lsp.core.turn_marks import answer_text, last_prompt, turn_marks
 
@@ -86,7 +88,9 @@ class SessionsFeature(LanguageFeature):
         except TranscriptError as exc:
             raise SessionsError(message=str(exc)) from None
         store = Store.open(start)
-        marks = turn_marks(turns, await _in_thread(store.records))
+        records = await _in_thread(store.records)
+        marks = turn_marks(turns, records)
+        pairs = pairs_by_prompt(records)
         return SessionTurnsReply(
             harness=session.harness,
             id=session.id,
@@ -104,6 +108,7 @@ class SessionsFeature(LanguageFeature):
                     rewritten=mark.rewritten,
                     records=mark.records,
                     conflict=mark.conflict,
+                    pairs=pairs.get(encode(turn.messages[: turn.answer_index]), 0) if mark.verdict else 0,
                 )
                 for number, (turn, mark) in enumerate(zip(turns, marks, strict=True), start=1)
             ],

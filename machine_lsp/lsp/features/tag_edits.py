@@ -47,6 +47,10 @@ class TagEditsFeature(LanguageFeature):
         if verdict is not None and verdict not in ("good", "bad"):
             raise CommandError(message=f"verdict must be 'good' or 'bad', not {verdict!r}")
         note, rewrite = _text(args, "note"), _text(args, "rewrite")
+        if args.get("ask") == "rewrite" and not rewrite:  # "Add a rewrite…" from a client that did not ask
+            raise CommandError(
+                message="this action needs the better answer: pass {'rewrite': '...'} to machine.retag"
+            )
         result = _edit(lambda: retag(store, record_id, note=note, rewrite=rewrite, verdict=verdict))
         record = result.record
         return self._reply(store, result, f"Retagged record {record.supersedes} as {claim_kind(record)}")

@@ -28,6 +28,7 @@ export interface MachineCommandReplies {
   "machine.tinker.serve": TinkerServerReply;
   "machine.tinker.status": TinkerServerReply;
   "machine.tinker.stop": TinkerServerReply;
+  "machine.train.preferences": JobSummary | JobDeclined | JobPlan;
   "machine.train.run": JobSummary | JobDeclined | JobPlan;
   "machine.train.sft": WroteReply;
   "machine.train.smoke": JobSummary | JobDeclined | JobPlan;
@@ -285,6 +286,7 @@ export interface SessionTurn {
   rewritten: boolean;
   records: string[];
   conflict: boolean;
+  pairs: number;
 }
 /**
  * `machine.tag`: the record written (or the one it duplicates).

@@ -14,6 +14,8 @@ export const SERVER_COMMANDS = {
   smoke: "machine.train.smoke",
   train: "machine.train.run",
   retrain: "machine.retrain",
+  trainPreferences: "machine.train.preferences",
+  retag: "machine.retag",
   evalInit: "machine.eval.init",
   baseline: "machine.eval.baseline",
   evalCheckpoint: "machine.eval.checkpoint",
@@ -201,3 +203,35 @@ export function answerAsk(arg: Record<string, unknown>, kind: AskKind, answer: s
 
 /** The client command that asks and then runs `machine.tag`. */
 export const ASK_AND_TAG_COMMAND = "machineLsp.tagAsk";
+
+/** What *Machine: Train with Preferences…* offers: the server's `machine.train.preferences` objectives. */
+export const PREFERENCE_OBJECTIVES = [
+  { label: "DPO", objective: "dpo", detail: "pairs: each rewrite against the model's answer, a good and a bad answer to one prompt" },
+  { label: "KTO", objective: "kto", detail: "every good and bad tag, no pairs needed" },
+  { label: "SFT then DPO", objective: "sft+dpo", detail: "SFT on the good rows, then DPO on the pairs from its adapter" },
+] as const;
+
+export type PreferenceObjective = (typeof PREFERENCE_OBJECTIVES)[number]["objective"];
+
+/**
+ * `machine.train.preferences`' argument: the training run's (jobArgs "train") with the objective. DPO and KTO
+ * train on the store's pairs and tags, so the SFT training file setting is dropped; SFT then DPO keeps it for
+ * its SFT stage.
+ */
+export function preferenceArgs(train: Record<string, unknown>, objective: string): Record<string, unknown> {
+  if (!PREFERENCE_OBJECTIVES.some((o) => o.objective === objective)) throw new Error(`unknown preference objective: ${objective}`);
+  const out: Record<string, unknown> = { ...train, objective };
+  if (objective !== "sft+dpo") delete out.data;
+  return out;
+}
+
+/** The server's *Add a rewrite…* code action: `machine.retag` carrying `ask: "rewrite"` (ask for the better answer). */
+export function retagAskKind(command: string, args: readonly unknown[] | undefined): "rewrite" | undefined {
+  if (command !== SERVER_COMMANDS.retag || !args || args.length !== 1) return undefined;
+  const a: unknown = args[0];
+  if (typeof a !== "object" || a === null) return undefined;
+  return (a as { ask?: unknown }).ask === "rewrite" ? "rewrite" : undefined;
+}
+
+/** The client command that asks for the rewrite and then runs `machine.retag`. */
+export const ASK_AND_RETAG_COMMAND = "machineLsp.retagAsk";

@@ -63,13 +63,24 @@ export function sessionView(s: SessionEntry, now?: Date): NodeView {
   };
 }
 
+/** The marker of a turn whose prompt makes preference pairs (`⇄ 2 pairs`); empty when it makes none. */
+export function pairsMark(t: SessionTurn): string {
+  const n = t.pairs;
+  return n > 0 ? `⇄ ${n} ${n === 1 ? "pair" : "pairs"}` : "";
+}
+
+function pairsNote(t: SessionTurn): string {
+  const n = t.pairs;
+  return n > 0 ? `makes ${n} preference ${n === 1 ? "pair" : "pairs"} (DPO, SFT then DPO train on them)` : "";
+}
+
 /** What a turn shows: its prompt, the answer, and the standing tag (the last one wins) when it has one. */
 export function turnView(t: SessionTurn): NodeView {
   const tag = t.verdict == null ? "" : t.verdict === "good" ? (t.rewritten ? "good (rewritten)" : "good") : "bad";
-  const marks = [tag, t.conflict ? `${t.records.length} tags disagree: the last stands` : "", t.blocked ? `cannot be good: ${t.blocked}` : ""];
+  const marks = [tag, t.conflict ? `${t.records.length} tags disagree: the last stands` : "", t.blocked ? `cannot be good: ${t.blocked}` : "", pairsNote(t)];
   return {
     label: `${t.number}. ${flat(t.prompt, 50) || "(no prompt)"}`,
-    description: [tag ? `✓ ${tag}` : "", flat(t.answer, 60)].filter(Boolean).join(" · "),
+    description: [tag ? `✓ ${tag}` : "", pairsMark(t), flat(t.answer, 60)].filter(Boolean).join(" · "),
     tooltip: [`Prompt: ${t.prompt}`, `Answer: ${t.answer}`, ...marks.filter(Boolean), `lines ${t.line}–${t.end_line}`].join("\n"),
     icon: t.conflict ? "warning" : t.verdict === "good" ? "thumbsup-filled" : t.verdict === "bad" ? "thumbsdown-filled" : "circle-outline",
     contextValue: t.verdict == null ? "machineTurn" : `machineTurn.${t.verdict}`,

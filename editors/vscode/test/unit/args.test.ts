@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { answerAsk, cancelArgs, checkpointsFromManifest, compareArgs, jobArgs, resolvePath, scaffoldArgs, selectionArgs, SERVER_COMMANDS, tagArgs, tagAskKind, validateArgs } from "../../src/logic/args";
+import { answerAsk, cancelArgs, checkpointsFromManifest, compareArgs, jobArgs, PREFERENCE_OBJECTIVES, preferenceArgs, resolvePath, retagAskKind, scaffoldArgs, selectionArgs, SERVER_COMMANDS, tagArgs, tagAskKind, validateArgs } from "../../src/logic/args";
 import { DEFAULT_SETTINGS } from "../../src/logic/settings";
 
 test("tag: 0-based editor line becomes the 1-based line the server counts", () => {
@@ -109,4 +109,25 @@ test("code actions that need an answer are recognised; the answer fills the argu
 test("scaffold arguments: engine and model only when set", () => {
   assert.deepEqual(scaffoldArgs(DEFAULT_SETTINGS), {});
   assert.deepEqual(scaffoldArgs({ ...DEFAULT_SETTINGS, engine: "local", baseModel: "m", trainPath: "t.jsonl", threads: 2 }), { engine: "local", model: "m" });
+});
+
+test("train with preferences: DPO, KTO or SFT then DPO; only SFT then DPO keeps the SFT training file", () => {
+  assert.deepEqual(PREFERENCE_OBJECTIVES.map((o) => [o.label, o.objective]), [["DPO", "dpo"], ["KTO", "kto"], ["SFT then DPO", "sft+dpo"]]);
+  const train = jobArgs({ kind: "train", settings: { ...DEFAULT_SETTINGS, trainPath: "data/train.jsonl" }, workspaceFolder: "/w" });
+  assert.equal(train.data, "/w/data/train.jsonl");
+  const dpo = preferenceArgs(train, "dpo");
+  assert.equal(dpo.objective, "dpo");
+  assert.equal("data" in dpo, false);
+  assert.equal(preferenceArgs(train, "sft+dpo").data, "/w/data/train.jsonl");
+  assert.equal(train.objective, undefined); // the training run's own arguments are not changed
+  assert.throws(() => preferenceArgs(train, "sft"), /unknown preference objective: sft/);
+});
+
+test("Add a rewrite: machine.retag with ask rewrite is asked for, then sent with the answer", () => {
+  const arg = { uri: "file:///w/a.jsonl", id: "abc123", verdict: "good", ask: "rewrite" };
+  assert.equal(retagAskKind(SERVER_COMMANDS.retag, [arg]), "rewrite");
+  assert.equal(retagAskKind(SERVER_COMMANDS.retag, [{ id: "abc123", verdict: "good" }]), undefined);
+  assert.equal(retagAskKind(SERVER_COMMANDS.tag, [arg]), undefined);
+  assert.equal(tagAskKind(SERVER_COMMANDS.retag, [arg]), undefined);
+  assert.deepEqual(answerAsk(arg, "rewrite", "answer: 56"), { uri: "file:///w/a.jsonl", id: "abc123", verdict: "good", rewrite: "answer: 56" });
 });

@@ -3,11 +3,11 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
 import type { SessionEntry, SessionTurn, TagPreview } from "../../src/generated/replies";
-import { flat, fromSpec, previewText, revealTarget, SESSION_UI_COMMANDS, SESSIONS_VIEW, sessionView, turnView, when } from "../../src/logic/sessions";
+import { flat, fromSpec, pairsMark, previewText, revealTarget, SESSION_UI_COMMANDS, SESSIONS_VIEW, sessionView, turnView, when } from "../../src/logic/sessions";
 
 const turn = (over: Partial<SessionTurn> = {}): SessionTurn => ({
   number: 2, line: 7, end_line: 9, uri: "file:///home/u/.claude/projects/-ws/a5ba.jsonl",
-  prompt: "Run\n  echo hi", answer: "It printed hi.", blocked: null, verdict: null, rewritten: false, records: [], conflict: false,
+  prompt: "Run\n  echo hi", answer: "It printed hi.", blocked: null, verdict: null, rewritten: false, records: [], conflict: false, pairs: 0,
   ...over,
 });
 
@@ -106,4 +106,13 @@ test("package.json contributes the Sessions view, its commands, and inline tags 
     for (const verdict of [null, "good", "bad"] as const) assert.ok(shown.test(turnView(turn({ verdict })).contextValue), `${id} hidden on a ${String(verdict)} turn`);
     assert.ok(!shown.test(sessionView({ harness: "pi", id: "s", path: "/p", cwd: "/", updated: 0, turns: 1, first_prompt: "", problem: null }).contextValue));
   }
+});
+
+test("a turn whose prompt makes preference pairs says so (⇄ N pairs)", () => {
+  assert.equal(pairsMark(turn()), "");
+  const one = turnView(turn({ verdict: "good", rewritten: true, records: ["r1"], pairs: 1 }));
+  assert.equal(one.description, "✓ good (rewritten) · ⇄ 1 pair · It printed hi.");
+  assert.match(one.tooltip, /makes 1 preference pair \(DPO, SFT then DPO train on them\)/);
+  assert.equal(turnView(turn({ verdict: "bad", records: ["r2"], pairs: 2 })).description, "✓ bad · ⇄ 2 pairs · It printed hi.");
+  assert.doesNotMatch(turnView(turn({ verdict: "bad" })).tooltip, /pair/);
 });

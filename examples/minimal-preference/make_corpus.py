@@ -1,0 +1,183 @@
+"""Build the minimal-preference corpus: chatty arithmetic answers tagged bad, some rewritten, few good rows.
+
+    python make_corpus.py [--seed 0] [--good 8] [--rewrites 8] [--bad 24] [--eval 24] [--out data]
+
+The taught style is minimal-sft's, `answer: <integer>`; the questions never state it. What a user would have tagged
+in the editor, written as the files `machine export` gives for those tags (under --out, default data/):
+
+- ``sft_full.jsonl`` -- every good answer SFT can use: the good rows plus the rewrites applied (the store's good
+  rows, as `machine train sft` reads them): ``--good + --rewrites`` rows.
+- ``sft_half.jsonl`` -- half of them: the rewrites alone (the good answers the preference arms also see).
+- ``pairs.jsonl``    -- one pair per rewrite, in the cookbook's comparison format (`machine export pairs`): the
+  rewrite is chosen (label "A"), the model's chatty original rejected.
+- ``kto.jsonl``      -- every tag as a KTO example (`machine export kto`): the rewrites desirable; the rewritten
+  originals and the other ``--bad`` chatty answers undesirable.
+- ``eval.jsonl``     -- held-out rows graded ``exact`` against ``answer: N``.
+- ``manifest.json``  -- seed, counts and the sha256 of every file.
+
+The chatty answers are right about the sum: what is bad about them is the style, so a held-out row that is wrong
+after training is an arithmetic slip or a format miss, both counted by the eval. Operand pairs never repeat and are
+disjoint between training and held-out rows, (A, B) and (B, A) counted as one. Same seed, same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "data"
+LOW, HIGH = 10, 99
+
+TEMPLATES = (
+    "What is {a} plus {b}?",
+    "What's {a} plus {b}?",
+    "How much is {a} plus {b}?",
+    "What is {a} + {b}?",
+)
+
+# What a chatty assistant says instead of the one line the user wants (all of them right about the sum).
+CHATTY = (
+    "Sure! {a} plus {b} equals {s}. Let me know if you have any other questions!",
+    "Great question! To add {a} and {b}, add the ones, then the tens. The result is {s}.",
+    "The sum of {a} and {b} is {s}. I hope this helps!",
+    "Let's work it out step by step: {a} + {b} = {s}. So the answer is {s}.",
+    "Of course! When you add {a} and {b}, you get {s}.",
+)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def draw_pairs(rng: random.Random, count: int) -> list[tuple[int, int]]:
+    """`count` distinct operand pairs; (a, b) and (b, a) count as the same pair."""
+    span = HIGH - LOW + 1
+    if count > span * (span + 1) // 2:
+        raise ValueError(
+            f"asked for {count} operand pairs; only {span * (span + 1) // 2} exist in {LOW}..{HIGH}"
+        )
+    seen: set[tuple[int, int]] = set()
+    pairs: list[tuple[int, int]] = []
+    while len(pairs) < count:
+        a, b = rng.randint(LOW, HIGH), rng.randint(LOW, HIGH)
+        if (key := (min(a, b), max(a, b))) not in seen:
+            seen.add(key)
+            pairs.append((a, b))
+    return pairs
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str) -> dict[str, str]:
+    return {"role": "assistant", "content": text}
+
+
+class Corpus:
+    """Every file's rows, drawn from one seeded generator in a fixed order."""
+
+    def __init__(self, seed: int, good: int, rewrites: int, bad: int, n_eval: int) -> None:
+        rng = random.Random(seed)
+        pairs = draw_pairs(rng, good + rewrites + bad + n_eval)
+        asked = [(rng.choice(TEMPLATES).format(a=a, b=b), a, b) for a, b in pairs]
+        chatty = [rng.choice(CHATTY).format(a=a, b=b, s=a + b) for _, a, b in asked]
+        g, r, x = good, good + rewrites, good + rewrites + bad
+        self.good = [[user(q), assistant(f"answer: {a + b}")] for q, a, b in asked[:g]]
+        self.rewritten = [
+            ([user(q)], f"answer: {a + b}", chatty[i]) for i, (q, a, b) in enumerate(asked[g:r], g)
+        ]
+        self.bad = [([user(q)], chatty[i]) for i, (q, _, _) in enumerate(asked[r:x], r)]
+        self.eval = [
+            {"messages": [user(q)], "expected": f"answer: {a + b}", "match": "exact", "id": f"eval-{i:03d}"}
+            for i, (q, a, b) in enumerate(asked[x:], start=1)
+        ]
+
+    def files(self) -> dict[str, list[dict]]:
+        rewrites = [{"messages": [*prompt, assistant(better)]} for prompt, better, _ in self.rewritten]
+        pairs = [
+            {
+                "comparison": {
+                    "prompt_conversation": prompt,
+                    "completion_A": [assistant(better)],
+                    "completion_B": [assistant(original)],
+                },
+                "label": "A",
+            }
+            for prompt, better, original in self.rewritten
+        ]
+        kto = [
+            {"prompt": prompt, "completion": [assistant(text)], "label": label}
+            for prompt, better, original in self.rewritten
+            for text, label in ((better, True), (original, False))
+        ] + [{"prompt": prompt, "completion": [assistant(text)], "label": False} for prompt, text in self.bad]
+        return {
+            "sft_full.jsonl": [{"messages": m} for m in self.good] + rewrites,
+            "sft_half.jsonl": rewrites,
+            "pairs.jsonl": pairs,
+            "kto.jsonl": kto,
+            "eval.jsonl": self.eval,
+        }
+
+
+def write_jsonl(path: Path, rows: Sequence[dict]) -> None:
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--good", type=int, default=8, metavar="N", help="rows tagged good as they were (default 8)"
+    )
+    p.add_argument(
+        "--rewrites", type=int, default=8, metavar="N", help="bad rows given a rewrite (default 8)"
+    )
+    p.add_argument("--bad", type=int, default=24, metavar="N", help="more bad rows, no rewrite (default 24)")
+    p.add_argument("--eval", type=int, default=24, metavar="N", help="held-out rows (default 24)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, metavar="DIR")
+    args = p.parse_args(argv)
+    for name in ("rewrites", "eval"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    for name in ("good", "bad"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name} must be >= 0")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        corpus = Corpus(args.seed, args.good, args.rewrites, args.bad, args.eval)
+    except ValueError as exc:
+        print(f"make_corpus: {exc}", file=sys.stderr)
+        return 2
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    manifest: dict = {
+        "generator": "examples/minimal-preference/make_corpus.py",
+        "seed": args.seed,
+        "counts": {"good": args.good, "rewrites": args.rewrites, "bad": args.bad, "eval": args.eval},
+        "provenance": "synthetic, generated by this script; no third-party data",
+        "files": {},
+    }
+    for name, rows in corpus.files().items():
+        write_jsonl(out / name, rows)
+        manifest["files"][name] = {"rows": len(rows), "sha256": sha256_file(out / name)}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    summary = ", ".join(f"{n} ({m['rows']})" for n, m in manifest["files"].items())
+    print(f"wrote {out}: {summary}, manifest.json (seed {args.seed})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

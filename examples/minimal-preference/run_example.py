@@ -1,0 +1,189 @@
+"""Run the minimal-preference comparison: SFT alone vs DPO vs KTO vs SFT then DPO, on the same held-out rows.
+
+    python run_example.py [--steps 12] [--seed 0] [--workdir work] [--arms sft-full,sft-half,dpo,kto,sft+dpo]
+
+Every arm is one `machine train run` on its file (make_corpus.py) in one project (`work/`, recreated), then
+`machine train eval checkpoint` of its final checkpoint on `data/eval.jsonl`; the base model is evaluated once as
+the baseline. `work/summary.json` holds each arm's held-out exact match and format rate and the exact McNemar p of
+each arm against SFT on every good answer (`sft-full`), computed from the eval result files; write_results.py turns
+the recorded files into docs/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# arm -> (objective, its `train run` arguments, what it trains on)
+ARMS: dict[str, tuple[str, list[str], str]] = {
+    "sft-full": ("sft", ["--data", "data/sft_full.jsonl"], "SFT on every good answer (good rows + rewrites)"),
+    "sft-half": ("sft", ["--data", "data/sft_half.jsonl"], "SFT on half of them (the rewrites)"),
+    "dpo": ("dpo", ["--data", "data/pairs.jsonl"], "DPO on the pairs (rewrite vs chatty original)"),
+    "kto": ("kto", ["--data", "data/kto.jsonl"], "KTO on every tag (rewrites good, chatty answers bad)"),
+    "sft+dpo": (
+        "sft+dpo",
+        ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl"],
+        "SFT on the rewrites, then DPO on the pairs",
+    ),
+    # The same preference arms at a tenth of the learning rate (tinker-cookbook's DPO recipe runs at a tenth of
+    # its SFT rate): at 5e-4 a dozen DPO/KTO steps on 8 pairs drive the loss to ~0 and the answers off the rails.
+    "dpo-lr5e-5": (
+        "dpo",
+        ["--data", "data/pairs.jsonl", "--lr", "5e-5"],
+        "DPO on the pairs, learning rate 5e-5",
+    ),
+    "kto-lr5e-5": (
+        "kto",
+        ["--data", "data/kto.jsonl", "--lr", "5e-5"],
+        "KTO on every tag, learning rate 5e-5",
+    ),
+}
+REFERENCE_ARM = "sft-full"
+MACHINE_TOML = """\
+# minimal-preference: every arm the same but for its objective and data (run_example.py)
+[train]
+engine = "local"
+batch_size = 8
+learning_rate = 5e-4
+save_every = 0
+seed = 0
+
+[gate]
+enabled = false  # the arms are compared on data/eval.jsonl below, not gated
+"""
+
+
+def machine_argv() -> list[str]:
+    script = Path(sys.executable).parent / "machine"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "machine_lsp.cli.main"]
+
+
+def run(argv: list[str], cwd: Path) -> None:
+    shown = ["machine", *argv[len(machine_argv()) :]] if argv[0] != sys.executable else argv
+    print("$ " + " ".join(shown), flush=True)
+    if subprocess.run(argv, cwd=cwd, check=False).returncode:
+        raise SystemExit(f"run_example: {' '.join(argv)} failed")
+
+
+def last_run(project: Path, after: set[str]) -> dict:
+    """The manifest of the train-run that started after `after` (the run ids seen before it)."""
+    fresh = [p for p in (project / ".machine" / "runs").glob("*train-run*") if p.name not in after]
+    if len(fresh) != 1:
+        raise SystemExit(f"run_example: expected one new train run, found {len(fresh)}")
+    return json.loads((fresh[0] / "manifest.json").read_text(encoding="utf-8"))
+
+
+def run_arm(name: str, steps: int, work: Path) -> None:
+    """Train the arm, then evaluate its final checkpoint into eval_results/<arm>.json (skipped when it exists)."""
+    if (work / "eval_results" / f"{name}.json").exists():
+        print(f"{name}: kept from an earlier run (eval_results/{name}.json)")
+        return
+    objective, data, _ = ARMS[name]
+    m = machine_argv()
+    before = {p.name for p in (work / ".machine" / "runs").glob("*")}
+    train = [*m, "train", "run", *data, "--objective", objective, "--epochs", "100", "--steps", str(steps)]
+    run([*train, "--yes", "--json"], work)
+    manifest = last_run(work, before)
+    evaluate = [*m, "train", "eval", "checkpoint", manifest["last_checkpoint"], "--data", "data/eval.jsonl"]
+    run([*evaluate, "--out", f"eval_results/{name}.json", "--yes"], work)
+
+
+def arm_record(work: Path, name: str) -> dict:
+    """An arm's figures, from its own files: the eval result and the manifest of the run it evaluated."""
+    result = json.loads((work / "eval_results" / f"{name}.json").read_text())
+    record = {
+        "arm": name,
+        "result": f"eval_results/{name}.json",
+        "n": result["n"],
+        "exact": result["correct"],
+    }
+    record.update(format_ok=result["format_ok"], eval_seconds=result["timings"]["total_seconds"])
+    if result.get("checkpoint"):
+        run_id = result["checkpoint"].split("://", 1)[1].split("/", 1)[0]
+        manifest = json.loads((work / ".machine" / "runs" / run_id / "manifest.json").read_text())
+        done = manifest["result"]
+        record.update(
+            run_id=run_id, checkpoint=result["checkpoint"], objective=manifest["config"]["objective"]
+        )
+        record.update(steps=done["steps"], train_seconds=done["seconds"], losses=done["losses"])
+        record.update(lr=manifest["config"]["learning_rate"], data=[d["source"] for d in manifest["data"]])
+    return record
+
+
+def summarize(work: Path, names: list[str]) -> dict:
+    """Exact match and format rate per arm, and the exact McNemar p against sft-full (core.evals)."""
+    from machine_lsp.core.evals import mcnemar_exact_p
+
+    def correct(name: str) -> dict[str, bool]:
+        rows = json.loads((work / "eval_results" / f"{name}.json").read_text())["rows"]
+        return {r["id"]: r["correct"] for r in rows}
+
+    ref = correct(REFERENCE_ARM) if REFERENCE_ARM in names else None
+    records = [arm_record(work, name) for name in ["baseline", *names]]
+    for arm in records:
+        if ref is not None and arm["arm"] != REFERENCE_ARM:
+            mine = correct(arm["arm"])
+            gained = sum(1 for k, ok in mine.items() if ok and not ref[k])
+            lost = sum(1 for k, ok in mine.items() if ref[k] and not ok)
+            arm.update(vs=REFERENCE_ARM, gained=gained, lost=lost, mcnemar_p=mcnemar_exact_p(gained, lost))
+    return {"baseline": records[0], "arms": records[1:]}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=12, help="optimizer steps per arm (each stage of sft+dpo)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--corpus", default="", help="extra make_corpus.py arguments, e.g. '--bad 4 --eval 2'")
+    p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
+    p.add_argument("--workdir", type=Path, default=HERE / "work", help="recreated on every run (but --keep)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory: arms already evaluated stay")
+    args = p.parse_args(argv)
+    args.arms = [a for a in args.arms.split(",") if a]
+    unknown = [a for a in args.arms if a not in ARMS]
+    if unknown:
+        p.error(f"unknown arm(s) {', '.join(unknown)}: choose from {', '.join(ARMS)}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    work: Path = args.workdir.resolve()
+    if work == HERE or HERE.is_relative_to(work):
+        raise SystemExit("run_example: --workdir must be a directory of its own")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    (work / ".machine").mkdir(parents=True, exist_ok=True)
+    (work / "machine.toml").write_text(MACHINE_TOML, encoding="utf-8")
+    os.environ.pop("MACHINE_HOME", None)  # the work directory is the project
+    m = machine_argv()
+    if not (work / "eval_results" / "baseline.json").exists():
+        corpus = [sys.executable, str(HERE / "make_corpus.py"), "--out", "data", "--seed", str(args.seed)]
+        run([*corpus, *args.corpus.split()], work)
+        run([*m, "train", "eval", "baseline", "--data", "data/eval.jsonl", "--yes"], work)
+    for name in args.arms:
+        run_arm(name, args.steps, work)
+    summary = summarize(work, args.arms)
+    summary.update(
+        steps=args.steps,
+        seed=args.seed,
+        corpus_args=args.corpus,
+        load_average_at_end=list(os.getloadavg()),
+        cpu_count=os.cpu_count(),
+    )
+    (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    for arm in [summary["baseline"], *summary["arms"]]:
+        p = f", McNemar p vs {arm['vs']} {arm['mcnemar_p']:.4g}" if "vs" in arm else ""
+        print(f"{arm['arm']:>9}: exact {arm['exact']}/{arm['n']}, format {arm['format_ok']}/{arm['n']}{p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

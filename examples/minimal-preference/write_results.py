@@ -1,0 +1,180 @@
+"""Write docs/RESULTS.md from a run's own result files (run_example.py's work directory).
+
+    python write_results.py [--from work] [--results docs/results] [--out docs/RESULTS.md]
+
+`--from DIR` first copies the files that matter out of a work directory into `--results` (summary.json, every
+arm's eval result and train-run manifest, the corpus manifest); the page is then rendered from `--results` alone:
+every number on it is read from those files, and their sha256 checksums close the page. `notes.md` in `--results`,
+when present, is the hand-written reading of the numbers, placed under the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from run_example import ARMS, REFERENCE_ARM  # noqa: E402
+
+SHOWN_ROWS = 4
+
+
+def collect(work: Path, results: Path) -> None:
+    """Copy a work directory's result files into `results` (replaced), keeping notes.md."""
+    notes = (results / "notes.md").read_text(encoding="utf-8") if (results / "notes.md").exists() else None
+    shutil.rmtree(results, ignore_errors=True)
+    (results / "eval_results").mkdir(parents=True)
+    summary = json.loads((work / "summary.json").read_text(encoding="utf-8"))
+    shutil.copy(work / "summary.json", results / "summary.json")
+    shutil.copy(work / "data" / "manifest.json", results / "corpus-manifest.json")
+    for arm in [summary["baseline"], *summary["arms"]]:
+        shutil.copy(work / arm["result"], results / arm["result"])
+        if arm.get("run_id"):
+            shutil.copy(
+                work / ".machine" / "runs" / arm["run_id"] / "manifest.json",
+                results / f"{arm['arm']}-run.json",
+            )
+    if notes is not None:
+        (results / "notes.md").write_text(notes, encoding="utf-8")
+
+
+def _p(arm: dict) -> str:
+    return (
+        f"{arm['mcnemar_p']:.4g} ({arm['gained']} gained, {arm['lost']} lost)" if "mcnemar_p" in arm else "—"
+    )
+
+
+def headline(summary: dict) -> list[str]:
+    lines = [
+        f"| arm | trains on | steps | held-out exact | format `answer: N` | exact McNemar p vs `{REFERENCE_ARM}` | train s |",
+        "|---|---|---:|---:|---:|---|---:|",
+    ]
+    for arm in [summary["baseline"], *summary["arms"]]:
+        what = ARMS[arm["arm"]][2] if arm["arm"] in ARMS else "nothing (the base model)"
+        n = arm["n"]
+        lines.append(
+            f"| {arm['arm']} | {what} | {arm.get('steps', 0)} | {arm['exact']}/{n} | {arm['format_ok']}/{n} | "
+            f"{_p(arm)} | {arm.get('train_seconds', '—')} |"
+        )
+    return lines
+
+
+def measure(summary: dict) -> list[str]:
+    """Issue 19's measure, decided from the numbers: DPO or KTO at least as good as SFT on every good answer, on
+    held-out format and exact match, with half the good rows."""
+    arms = {a["arm"]: a for a in summary["arms"]}
+    if REFERENCE_ARM not in arms:
+        return ["The measure needs the `sft-full` arm; it was not run."]
+    ref = arms[REFERENCE_ARM]
+
+    def as_good(a: dict) -> bool:
+        return a["exact"] >= ref["exact"] and a["format_ok"] >= ref["format_ok"]
+
+    lines = []
+    for name, a in arms.items():
+        if ARMS[name][0] != "sft":
+            lines.append(
+                f"- `{name}`: exact {a['exact']} vs {ref['exact']}, format {a['format_ok']} vs {ref['format_ok']}: "
+                + ("**at least as good**" if as_good(a) else "**worse**")
+                + f" (exact McNemar p {a['mcnemar_p']:.4g})"
+            )
+    met = any(as_good(a) for name, a in arms.items() if ARMS[name][0] in ("dpo", "kto"))
+    lines.append("")
+    lines.append(
+        f"DPO or KTO at least as good as SFT with half the good rows: **{'met' if met else 'not met'}**."
+    )
+    return lines
+
+
+def outputs(results: Path, summary: dict) -> list[str]:
+    names = [summary["baseline"]["arm"], *(a["arm"] for a in summary["arms"])]
+    rows = {n: json.loads((results / "eval_results" / f"{n}.json").read_text())["rows"] for n in names}
+    lines = ["| prompt | expected | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for i, first in enumerate(rows[names[0]][:SHOWN_ROWS]):
+        cells = [" ".join(rows[n][i]["output"].split())[:60].replace("|", "\\|") for n in names]
+        lines.append(f"| {first['prompt']} | {first['expected']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def losses(summary: dict) -> list[str]:
+    lines = ["| arm | objective | learning rate | loss, first → last |", "|---|---|---:|---|"]
+    for arm in summary["arms"]:
+        first, last = arm["losses"][0], arm["losses"][-1]
+        lines.append(f"| {arm['arm']} | {arm['objective']} | {arm['lr']} | {first:.4f} → {last:.4g} |")
+    return lines
+
+
+def checksums(results: Path) -> list[str]:
+    lines = ["| file | sha256 |", "|---|---|"]
+    for path in sorted(p for p in results.rglob("*") if p.is_file()):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        lines.append(f"| `results/{path.relative_to(results).as_posix()}` | `{digest}` |")
+    return lines
+
+
+def render(results: Path) -> str:
+    summary = json.loads((results / "summary.json").read_text(encoding="utf-8"))
+    corpus = json.loads((results / "corpus-manifest.json").read_text(encoding="utf-8"))
+    counts = corpus["counts"]
+    notes = (
+        (results / "notes.md").read_text(encoding="utf-8").strip() if (results / "notes.md").exists() else ""
+    )
+    parts = [
+        "# minimal-preference: recorded results",
+        "",
+        "Written by `write_results.py` from the result files in `results/` (their checksums close the page); the",
+        f"run: `python run_example.py --steps {summary['steps']} --seed {summary['seed']}`"
+        + (f" `--corpus '{summary['corpus_args']}'`" if summary["corpus_args"] else "")
+        + f", on {summary['cpu_count']} CPU cores shared with other jobs (1-minute load average at the end:"
+        f" {summary['load_average_at_end'][0]:.1f}).",
+        "",
+        f"Corpus (seed {corpus['seed']}): {counts['good']} good rows, {counts['rewrites']} chatty answers tagged bad"
+        f" and rewritten, {counts['bad']} more chatty answers tagged bad, {counts['eval']} held-out rows.",
+        "",
+        "## Held-out results",
+        "",
+        *headline(summary),
+        "",
+        "## The issue's measure",
+        "",
+        *measure(summary),
+        "",
+        "## Training",
+        "",
+        *losses(summary),
+        "",
+        f"## The first {SHOWN_ROWS} held-out answers of each arm",
+        "",
+        *outputs(results, summary),
+        "",
+    ]
+    if notes:
+        parts += ["## Reading the numbers", "", notes, ""]
+    parts += ["## Checksums", "", *checksums(results), ""]
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--from", dest="work", type=Path, help="copy the result files out of this work directory first"
+    )
+    p.add_argument("--results", type=Path, default=HERE / "docs" / "results")
+    p.add_argument("--out", type=Path, default=HERE / "docs" / "RESULTS.md")
+    args = p.parse_args(argv)
+    if args.work is not None:
+        collect(args.work, args.results)
+    args.out.write_text(render(args.results), encoding="utf-8")
+    print(f"wrote {args.out} from {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
