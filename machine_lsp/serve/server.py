@@ -425,7 +425,9 @@ async def run(
     stop: asyncio.Event | None = None,
 ) -> None:
     """Serve on `sock` until `stop` is set (or the task is cancelled)."""
-    generator = BatchGenerator(loaded, max_batch=max_batch)
+    from machine_lsp.serve import llama_backend  # the torch BatchGenerator, or llama.cpp contexts for a GGUF
+
+    generator = llama_backend.generator_for(loaded, max_batch=max_batch)
     generator.start()
     server = Server(loaded, generator, settings)
     host, port = sock.getsockname()[:2]
