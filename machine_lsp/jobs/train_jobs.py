@@ -64,6 +64,8 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     scope: Literal["auto", "off"] | None = None
     anchor_ratio: float | None = None
     pairs: str | None = None
+    rpo_alpha: float | None = None
+    dpo_learning_rate: float | None = None
     sample_max_tokens: int = 24
 
 
