@@ -59,6 +59,11 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
         ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl", "--rpo-alpha", "1"],
         "SFT on the rewrites, then RPO (alpha 1) on the pairs at a tenth of the rate",
     ),
+    "sft+dpo-lr5e-5": (
+        "sft+dpo",
+        ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl"],
+        "SFT on the rewrites, then DPO on the pairs at a tenth of the rate (5e-5)",
+    ),
     "kto-lr1.5e-4": (
         "kto",
         ["--data", "data/kto.jsonl", "--lr", "1.5e-4"],
