@@ -5,7 +5,8 @@
 Every arm is one `machine train run` on its file (make_corpus.py) in one project (`work/`, recreated), then
 `machine train eval checkpoint` of its final checkpoint on `data/eval.jsonl`; the base model is evaluated once as
 the baseline. `work/summary.json` holds each arm's held-out exact match and format rate and the exact McNemar p of
-each arm against SFT on every good answer (`sft-full`), computed from the eval result files; write_results.py turns
+each arm against SFT on every good answer (`sft-full`) and against SFT on the same half (`sft-half`), computed from
+the eval result files; write_results.py turns
 the recorded files into docs/RESULTS.md.
 """
 
@@ -30,8 +31,8 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
     "kto": ("kto", ["--data", "data/kto.jsonl"], "KTO on every tag (rewrites good, chatty answers bad)"),
     "sft+dpo": (
         "sft+dpo",
-        ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl"],
-        "SFT on the rewrites, then DPO on the pairs",
+        ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl", "--dpo-lr", "5e-4"],
+        "SFT on the rewrites, then DPO on the pairs (both stages at 5e-4)",
     ),
     # The same preference arms at a tenth of the learning rate (tinker-cookbook's DPO recipe runs at a tenth of
     # its SFT rate): at 5e-4 a dozen DPO/KTO steps on 8 pairs drive the loss to ~0 and the answers off the rails.
@@ -45,8 +46,33 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
         ["--data", "data/kto.jsonl", "--lr", "5e-5"],
         "KTO on every tag, learning rate 5e-5",
     ),
+    # The field's fixes (issue 19's second round): RPO (DPO + rpo_alpha * NLL of the chosen answer, Pang et al.
+    # 2024; TRL's rpo_alpha) gives the digits the signal DPO cannot (chosen and rejected carry the same sum), and
+    # the sft+dpo DPO stage at its own, lower rate (default a tenth of the SFT stage's) refines instead of undoing.
+    "dpo-rpo": (
+        "dpo",
+        ["--data", "data/pairs.jsonl", "--rpo-alpha", "1"],
+        "DPO + NLL of the chosen answer (RPO, rpo_alpha 1)",
+    ),
+    "sft+dpo-rpo": (
+        "sft+dpo",
+        ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl", "--rpo-alpha", "1"],
+        "SFT on the rewrites, then RPO (alpha 1) on the pairs at a tenth of the rate",
+    ),
+    "sft+dpo-lr5e-5": (
+        "sft+dpo",
+        ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl"],
+        "SFT on the rewrites, then DPO on the pairs at a tenth of the rate (5e-5)",
+    ),
+    "kto-lr1.5e-4": (
+        "kto",
+        ["--data", "data/kto.jsonl", "--lr", "1.5e-4"],
+        "KTO on every tag, learning rate 1.5e-4",
+    ),
 }
 REFERENCE_ARM = "sft-full"
+#: SFT on the same good rows the preference arms see (the rewrites): the measure's like-for-like comparison
+HALF_ARM = "sft-half"
 MACHINE_TOML = """\
 # minimal-preference: every arm the same but for its objective and data (run_example.py)
 [train]
@@ -114,7 +140,10 @@ def arm_record(work: Path, name: str) -> dict:
             run_id=run_id, checkpoint=result["checkpoint"], objective=manifest["config"]["objective"]
         )
         record.update(steps=done["steps"], train_seconds=done["seconds"], losses=done["losses"])
-        record.update(lr=manifest["config"]["learning_rate"], data=[d["source"] for d in manifest["data"]])
+        stages = (manifest.get("objective") or {}).get("stages") or []
+        rates = [stage["learning_rate"] for stage in stages if "learning_rate" in stage]
+        lr = " then ".join(map(str, rates)) if len(rates) > 1 else manifest["config"]["learning_rate"]
+        record.update(lr=lr, data=[d["source"] for d in manifest["data"]])
     return record
 
 
@@ -126,14 +155,20 @@ def summarize(work: Path, names: list[str]) -> dict:
         rows = json.loads((work / "eval_results" / f"{name}.json").read_text())["rows"]
         return {r["id"]: r["correct"] for r in rows}
 
+    def versus(name: str, ref: dict[str, bool]) -> dict:
+        mine = correct(name)
+        gained = sum(1 for k, ok in mine.items() if ok and not ref[k])
+        lost = sum(1 for k, ok in mine.items() if ref[k] and not ok)
+        return {"gained": gained, "lost": lost, "mcnemar_p": mcnemar_exact_p(gained, lost)}
+
     ref = correct(REFERENCE_ARM) if REFERENCE_ARM in names else None
+    half = correct(HALF_ARM) if HALF_ARM in names else None
     records = [arm_record(work, name) for name in ["baseline", *names]]
     for arm in records:
         if ref is not None and arm["arm"] != REFERENCE_ARM:
-            mine = correct(arm["arm"])
-            gained = sum(1 for k, ok in mine.items() if ok and not ref[k])
-            lost = sum(1 for k, ok in mine.items() if ref[k] and not ok)
-            arm.update(vs=REFERENCE_ARM, gained=gained, lost=lost, mcnemar_p=mcnemar_exact_p(gained, lost))
+            arm.update(vs=REFERENCE_ARM, **versus(arm["arm"], ref))
+        if half is not None and arm["arm"] not in ("baseline", HALF_ARM):
+            arm["vs_half"] = {"vs": HALF_ARM, **versus(arm["arm"], half)}
     return {"baseline": records[0], "arms": records[1:]}
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run_example import ARMS, REFERENCE_ARM  # noqa: E402
+from run_example import ARMS, HALF_ARM, REFERENCE_ARM  # noqa: E402
 
 SHOWN_ROWS = 4
 
@@ -67,30 +67,41 @@ def headline(summary: dict) -> list[str]:
 
 
 def measure(summary: dict) -> list[str]:
-    """Issue 19's measure, decided from the numbers: DPO or KTO at least as good as SFT on every good answer, on
-    held-out format and exact match, with half the good rows."""
+    """Issue 19's measure, decided from the numbers: DPO or KTO at least as good as SFT on held-out format and exact
+    match, with half the good rows; against SFT on every good answer and against SFT on the same half."""
     arms = {a["arm"]: a for a in summary["arms"]}
     if REFERENCE_ARM not in arms:
         return ["The measure needs the `sft-full` arm; it was not run."]
-    ref = arms[REFERENCE_ARM]
-
-    def as_good(a: dict) -> bool:
-        return a["exact"] >= ref["exact"] and a["format_ok"] >= ref["format_ok"]
-
     lines = []
-    for name, a in arms.items():
-        if ARMS[name][0] != "sft":
-            lines.append(
-                f"- `{name}`: exact {a['exact']} vs {ref['exact']}, format {a['format_ok']} vs {ref['format_ok']}: "
-                + ("**at least as good**" if as_good(a) else "**worse**")
-                + f" (exact McNemar p {a['mcnemar_p']:.4g})"
-            )
-    met = any(as_good(a) for name, a in arms.items() if ARMS[name][0] in ("dpo", "kto"))
-    lines.append("")
-    lines.append(
-        f"DPO or KTO at least as good as SFT with half the good rows: **{'met' if met else 'not met'}**."
-    )
-    return lines
+    for ref_name, key in ((REFERENCE_ARM, None), (HALF_ARM, "vs_half")):
+        if ref_name not in arms:
+            continue
+        ref = arms[ref_name]
+
+        def as_good(a: dict, ref: dict = ref) -> bool:
+            return a["exact"] >= ref["exact"] and a["format_ok"] >= ref["format_ok"]
+
+        lines += [f"Against `{ref_name}` ({ARMS[ref_name][2]}):", ""]
+        for name, a in arms.items():
+            if ARMS[name][0] != "sft":
+                p = (a[key] if key else a)["mcnemar_p"]
+                lines.append(
+                    f"- `{name}`: exact {a['exact']} vs {ref['exact']}, format {a['format_ok']} vs "
+                    f"{ref['format_ok']}: "
+                    + ("**at least as good**" if as_good(a) else "**worse**")
+                    + f" (exact McNemar p {p:.4g})"
+                )
+        verdict = {
+            kind: "met" if any(as_good(a) for n, a in arms.items() if ARMS[n][0] in objectives) else "not met"
+            for kind, objectives in (("alone", ("dpo", "kto")), ("staged", ("sft+dpo",)))
+        }
+        lines += [
+            "",
+            f"DPO or KTO at least as good as `{ref_name}` with half the good rows: by a `dpo`/`kto` arm "
+            f"**{verdict['alone']}**; by an `sft+dpo` arm **{verdict['staged']}**.",
+            "",
+        ]
+    return lines[:-1]
 
 
 def outputs(results: Path, summary: dict) -> list[str]:

@@ -88,6 +88,12 @@ def _add_objective_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pairs", metavar="FILE", help="sft+dpo: the dpo stage's pairs file (default: the store's pairs)"
     )
+    parser.add_argument(
+        "--rpo-alpha", type=float, metavar="X", help="dpo: + X * NLL of the chosen answers (RPO; default 0)"
+    )
+    parser.add_argument(
+        "--dpo-lr", type=float, metavar="X", help="sft+dpo: the dpo stage's learning rate (default lr / 10)"
+    )
 
 
 def _register_run(train_sub: argparse._SubParsersAction) -> None:
@@ -156,6 +162,8 @@ def _sft(args: argparse.Namespace) -> int:
         "objective": args.objective,
         "beta": args.beta,
         "pairs": args.pairs,
+        "rpo_alpha": args.rpo_alpha,
+        "dpo_learning_rate": args.dpo_lr,
     }
     config = apply_overrides(MachineConfig(), train, {"data": eval_data})
     served = configured_base_url(cwd)  # `machine tinker serve` wrote it: a rewritten machine.toml keeps it
@@ -199,6 +207,8 @@ def _train_payload(args: argparse.Namespace) -> dict[str, Any]:
         "objective": getattr(args, "objective", None),
         "beta": getattr(args, "beta", None),
         "pairs": getattr(args, "pairs", None),
+        "rpo_alpha": getattr(args, "rpo_alpha", None),
+        "dpo_learning_rate": getattr(args, "dpo_lr", None),
     }
 
 

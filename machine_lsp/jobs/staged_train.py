@@ -9,6 +9,9 @@
   base model: the DPO paper initialises and anchors to pi_SFT; TRL's `DPOTrainer` takes the model it starts from as
   `ref_model`, and the cookbook's `train_dpo` the weights at its start. Against the base, the DPO stage would
   also be pulled back toward the base's style, undoing the SFT stage it is meant to refine.
+* The DPO stage trains at `[train] dpo_learning_rate`, by default a tenth of the SFT stage's (the cookbook's
+  DPO recipe vs its SFT recipes): at the SFT stage's rate 12 DPO steps on 8 pairs undid the SFT stage
+  (examples/minimal-preference). `rpo_alpha` adds the chosen answers' NLL to the DPO stage's loss.
 * Each stage is sized from its own rows (core.run_plan; `steps` caps each stage). Not gated yet (the gate scores
   chat rows). The manifest's `objective` records both stages: objective, steps, rows, data, and the DPO stage's
   beta, pair counts and reference checkpoint.
@@ -115,6 +118,7 @@ def _run_stage(
         "rows": rows.snapshot.rows,
         "data": rows.snapshot.source,
         "checkpoint": ctx.manifest.last_checkpoint if not smoke else None,
+        "learning_rate": stage.resolved_lr(),
     }
     if stage.objective != "sft":
         recorded = ctx.manifest.objective or {}  # step_data's: beta and how the pairs were built

@@ -40,6 +40,7 @@ class StepData:
         self.objective = Objective(
             name=cfg.objective,
             beta=cfg.beta,
+            rpo_alpha=cfg.rpo_alpha if cfg.objective == "dpo" else 0.0,
             desirable_weight=cfg.kto_desirable_weight,
             undesirable_weight=cfg.kto_undesirable_weight,
         )
@@ -228,6 +229,7 @@ def step_data(ctx: JobContext, cfg: TrainSection, loaded: LoadedRows, renderer: 
         objective={
             "name": cfg.objective,
             "beta": cfg.beta,
+            **({"rpo_alpha": cfg.rpo_alpha} if cfg.objective == "dpo" else {}),
             **_weights(cfg),
             "counts": msgspec.to_builtins(counts),
         }

@@ -64,6 +64,8 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     scope: Literal["auto", "off"] | None = None
     anchor_ratio: float | None = None
     pairs: str | None = None
+    rpo_alpha: float | None = None
+    dpo_learning_rate: float | None = None
     sample_max_tokens: int = 24
 
 
@@ -74,13 +76,15 @@ class _Submitted(msgspec.Struct):
     submitted: float  # time.perf_counter() at submission
 
 
-class StepRecord(msgspec.Struct):
+class StepRecord(msgspec.Struct, omit_defaults=True):
     step: int
     loss: float
     lr: float
     tokens: int
     trained_tokens: int
     seconds: float
+    # a log-prob objective's own figures (dpo: margin, accuracy, rewards; with rpo_alpha its two terms)
+    objective: dict[str, float] = msgspec.field(default_factory=dict)
 
 
 def _resume_point(ctx: JobContext, ref: str, engine: str) -> tuple[str, int]:
@@ -329,7 +333,9 @@ class _TrainLoop:
         self.last_finished = now
         if not math.isfinite(stats.loss):
             raise JobError(f"step {step}: the loss is not finite ({stats.loss}); lower the learning rate")
-        record = StepRecord(step, stats.loss, lr, stats.tokens, stats.trained_tokens, seconds)
+        record = StepRecord(
+            step, stats.loss, lr, stats.tokens, stats.trained_tokens, seconds, dict(stats.metrics or {})
+        )
         self.history.append(record)
         self.metrics.write(msgspec.json.encode(record) + b"\n")
         self.metrics.flush()

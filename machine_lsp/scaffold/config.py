@@ -49,6 +49,8 @@ TRAIN_KEYS = (
     "scope",
     "anchor_ratio",
     "pairs",
+    "rpo_alpha",
+    "dpo_learning_rate",
 )
 
 
@@ -79,6 +81,10 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         None  # sft+dpo: the dpo stage's pairs file (data is the sft stage's); None: the store's
     )
     beta: float = DEFAULT_BETA  # dpo, kto: how far the policy may move from the reference
+    rpo_alpha: float = 0.0  # dpo: + rpo_alpha * NLL of the chosen answers (RPO, TRL's rpo_alpha); 0: pure DPO
+    # sft+dpo: the dpo stage's learning rate; None: a tenth of learning_rate (tinker-cookbook's DPO recipe runs at
+    # 1e-5, its chat SFT recipes at 1e-4): at the SFT rate the dpo stage undid the sft stage (minimal-preference)
+    dpo_learning_rate: float | None = None
     kto_desirable_weight: float = 1.0  # kto: weight of a good example's loss (TRL's desirable_weight)
     kto_undesirable_weight: float = 1.0  # kto: weight of a bad example's loss (TRL's undesirable_weight)
     # Scoped training (core.anchors): a store SFT run adds the base model's own answers to other prompts
@@ -107,6 +113,8 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             ),
             (self.objective in RUN_OBJECTIVES, f"objective must be one of {', '.join(RUN_OBJECTIVES)}"),
             (0 <= self.anchor_ratio <= 4, "anchor_ratio must be in [0, 4]"),
+            (0 <= self.rpo_alpha < float("inf"), "rpo_alpha must be >= 0"),
+            (self.dpo_learning_rate is None or self.dpo_learning_rate > 0, "dpo_learning_rate must be > 0"),
             (
                 self.beta > 0 and self.kto_desirable_weight > 0 and self.kto_undesirable_weight > 0,
                 "beta, kto_desirable_weight and kto_undesirable_weight must be > 0",
@@ -121,10 +129,18 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         its own objective and data; a single objective is one stage, this section itself."""
         if self.objective not in STAGED:
             return [self]
-        return [
-            msgspec.structs.replace(self, objective=name, data=self.data if name == "sft" else self.pairs)
-            for name in STAGED[self.objective]
-        ]
+        return [self._stage(name) for name in STAGED[self.objective]]
+
+    def _stage(self, name: str) -> TrainSection:
+        if name == "sft":
+            return msgspec.structs.replace(self, objective=name)
+        return msgspec.structs.replace(
+            self, objective=name, data=self.pairs, learning_rate=self.resolved_dpo_lr()
+        )
+
+    def resolved_dpo_lr(self) -> float:
+        """sft+dpo's dpo stage learning rate: `dpo_learning_rate`, else a tenth of the sft stage's."""
+        return self.dpo_learning_rate if self.dpo_learning_rate is not None else self.resolved_lr() / 10
 
     def resolved_model(self) -> str:
         return self.model or engine_spec(self.engine).default_model
@@ -266,6 +282,8 @@ _COMMENTS = {
     " | sft+dpo (sft, then dpo from its adapter)",
     "pairs": "sft+dpo: the dpo stage's pairs file (default: the store's pairs)",
     "beta": "dpo/kto: how far from the reference (base) model the policy may move",
+    "rpo_alpha": "dpo: weight of the chosen answers' NLL added to the DPO loss (RPO; 0 = pure DPO, 1 = the paper's)",
+    "dpo_learning_rate": "sft+dpo: the dpo stage's learning rate; unset = a tenth of learning_rate",
     "kto_desirable_weight": "kto: weight of good examples' loss",
     "kto_undesirable_weight": "kto: weight of bad examples' loss",
     "scope": "auto: a store SFT run adds anchors (the base model's answers to other prompts) | off",

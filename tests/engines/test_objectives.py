@@ -126,6 +126,53 @@ def test_dpo_loss_is_the_cookbooks_on_the_same_logprobs(dpo_run: dict[str, Any])
     assert metrics["margin"] == pytest.approx(their_metrics["margin"], rel=1e-5)
 
 
+def _trl_chosen_nll(trainer: Any, batch: list[Any]) -> float:
+    """TRL's RPO term, computed its way: one CrossEntropyLoss(ignore_index=-100) over the chosen half's full-model
+    logits, prompt tokens labelled -100 (DPOTrainer's `nll_loss`), independent of our per-token log-probs."""
+    import torch
+    import torch.nn.functional as F
+
+    logits, labels = [], []
+    for datum in batch[0::2]:
+        inputs, targets, weights = render.datum_tokens(datum)
+        with torch.no_grad():
+            logits.append(trainer.model(input_ids=torch.tensor([inputs]), use_cache=False).logits[0].float())
+        labels.append(torch.tensor([t if w > 0 else -100 for t, w in zip(targets, weights, strict=True)]))
+    return float(F.cross_entropy(torch.cat(logits), torch.cat(labels), ignore_index=-100))
+
+
+def test_rpo_alpha_zero_is_dpo_and_alpha_adds_exactly_trls_chosen_nll(dpo_run: dict[str, Any]) -> None:
+    import torch
+
+    from machine_lsp.engines.objectives.dpo_loss import dpo_loss
+
+    trainer, batch = dpo_run["trainer"], dpo_run["batch"]
+    policy, weights = _policy(trainer, batch)
+    reference = _reference(trainer, batch)
+    pure, pure_metrics = dpo_loss(Objective(name="dpo"), weights, policy, reference)
+    zero, zero_metrics = dpo_loss(Objective(name="dpo", rpo_alpha=0.0), weights, policy, reference)
+    assert torch.equal(pure, zero) and pure_metrics == zero_metrics and "nll_loss" not in zero_metrics
+    nll = _trl_chosen_nll(trainer, batch)
+    assert nll > 0
+    rpo, metrics = dpo_loss(Objective(name="dpo", rpo_alpha=0.5), weights, policy, reference)
+    assert float(rpo) == pytest.approx(float(pure) + 0.5 * nll, rel=1e-4)
+    assert metrics["nll_loss"] == pytest.approx(nll, rel=1e-4) and metrics["preference_loss"] == float(pure)
+    assert metrics["dpo_loss"] == float(rpo) and metrics["margin"] == pure_metrics["margin"]
+
+
+def test_rpo_steps_train_the_chosen_answer_and_report_both_terms(local_engine: Any) -> None:
+    trainer = local_engine.create_trainer(MODEL, LoraSettings(), local_engine.store_root / "runs" / "rpo-run")
+    batch = _dpo_batch(trainer)
+    stats = [trainer.submit_step(batch, LR, Objective(name="dpo", rpo_alpha=1.0)).result() for _ in range(2)]
+    first, last = stats[0].metrics, stats[-1].metrics
+    assert first["preference_loss"] == pytest.approx(math.log(2), abs=1e-6)  # policy == reference
+    for step in stats:
+        m = step.metrics
+        assert step.loss == pytest.approx(m["preference_loss"] + m["nll_loss"], rel=1e-6)
+    assert last["nll_loss"] < first["nll_loss"], (first, last)
+    assert _trl_chosen_nll(trainer, batch) < last["nll_loss"]  # the second step lowered it again
+
+
 def test_kto_loss_starts_at_one_half_and_falls(local_engine: Any) -> None:
     import torch
 
@@ -160,10 +207,14 @@ def _full_logprobs(trainer: Any, datum: Any, *, adapter: bool) -> Any:
     return torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(targets)[:, None])[:, 0]
 
 
-def test_the_tinker_dpo_step_computes_the_local_loss_up_to_the_network(dpo_run: dict[str, Any]) -> None:
+@pytest.mark.parametrize("rpo_alpha", [0.0, 1.0])
+def test_the_tinker_dpo_step_computes_the_local_loss_up_to_the_network(
+    dpo_run: dict[str, Any], rpo_alpha: float
+) -> None:
     """The hosted path as far as this machine goes: the SDK's own client-side half of forward_backward_custom
     (`TrainingClient._compute_custom_loss`) on the forward output Tinker would send (the real model's log-probs)
-    with our loss gives the local engine's DPO loss, and sends cross-entropy weights only on completion tokens."""
+    with our loss gives the local engine's DPO loss (RPO's too), and sends cross-entropy weights only on
+    completion tokens."""
     import torch
     from tinker import types
     from tinker.lib.public_interfaces.training_client import TrainingClient
@@ -172,7 +223,7 @@ def test_the_tinker_dpo_step_computes_the_local_loss_up_to_the_network(dpo_run: 
     from machine_lsp.engines.tinker_objectives import custom_loss, loss_and_metrics
 
     trainer, batch = dpo_run["trainer"], dpo_run["batch"]
-    objective = Objective(name="dpo", beta=0.1)
+    objective = Objective(name="dpo", beta=0.1, rpo_alpha=rpo_alpha)
     reference = [_full_logprobs(trainer, d, adapter=False) for d in batch]
     forward = types.ForwardBackwardOutput(
         loss_fn_output_type="ArrayRecord",

@@ -79,28 +79,39 @@ def test_corpus_is_seeded_and_shaped_as_the_exports(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_tiny_run_end_to_end_and_its_results_page(tmp_path: Path) -> None:
-    """SFT on every good answer vs SFT then DPO (1 step per stage, 2 held-out rows), the summary's McNemar p
-    computed from the eval files, and a RESULTS page written from the collected files."""
+    """SFT on every good answer vs SFT then RPO at the DPO stage's own rate (1 step per stage, 2 held-out rows),
+    the summary's McNemar p computed from the eval files, and a RESULTS page written from the collected files."""
     work = tmp_path / "work"
     env = dict(os.environ, MACHINE_TORCH_THREADS="1")
     argv = [sys.executable, str(EXAMPLE / "run_example.py"), "--steps", "1", "--workdir", str(work)]
-    argv += ["--corpus", "--good 2 --rewrites 2 --bad 1 --eval 2", "--arms", "sft-full,sft+dpo"]
+    argv += ["--corpus", "--good 2 --rewrites 2 --bad 1 --eval 2", "--arms", "sft-full,sft+dpo-rpo"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=850, env=env, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     summary = json.loads((work / "summary.json").read_text())
-    assert [a["arm"] for a in summary["arms"]] == ["sft-full", "sft+dpo"]
+    assert [a["arm"] for a in summary["arms"]] == ["sft-full", "sft+dpo-rpo"]
     sft, staged = summary["arms"]
     assert summary["baseline"]["n"] == sft["n"] == staged["n"] == 2
     assert "mcnemar_p" not in sft and 0 <= staged["mcnemar_p"] <= 1
     assert staged["gained"] + staged["lost"] <= 2 and staged["steps"] == 2 and len(staged["losses"]) == 2
     manifest = json.loads((work / ".machine" / "runs" / staged["run_id"] / "manifest.json").read_text())
-    assert [s["objective"] for s in manifest["objective"]["stages"]] == ["sft", "dpo"]
-    assert staged["losses"][1] == pytest.approx(0.6931, abs=1e-3)  # the DPO stage starts at its reference
+    sft_stage, dpo_stage = manifest["objective"]["stages"]
+    assert (sft_stage["objective"], dpo_stage["objective"]) == ("sft", "dpo")
+    assert sft_stage["learning_rate"] == 5e-4 and dpo_stage["learning_rate"] == pytest.approx(5e-5)
+    assert dpo_stage["rpo_alpha"] == 1.0
+    lines = (work / ".machine" / "runs" / staged["run_id"] / "metrics.jsonl").read_text().splitlines()
+    dpo_step = json.loads(lines[1])
+    terms = dpo_step["objective"]
+    assert dpo_step["lr"] == pytest.approx(5e-5) and terms["nll_loss"] > 0
+    assert terms["preference_loss"] == pytest.approx(
+        0.6931, abs=1e-3
+    )  # the DPO stage starts at its reference
+    assert staged["losses"][1] == pytest.approx(terms["preference_loss"] + terms["nll_loss"], abs=1e-4)
 
     results, page = tmp_path / "results", tmp_path / "RESULTS.md"
     assert write_results.main(["--from", str(work), "--results", str(results), "--out", str(page)]) == 0
     text = page.read_text()
-    assert f"| sft+dpo | SFT on the rewrites, then DPO on the pairs | 2 | {staged['exact']}/2 |" in text
+    what = "SFT on the rewrites, then RPO (alpha 1) on the pairs at a tenth of the rate"
+    assert f"| sft+dpo-rpo | {what} | 2 | {staged['exact']}/2 |" in text
     assert "The measure needs" not in text and "with half the good rows" in text
     assert text == write_results.render(results)
 

@@ -63,6 +63,7 @@ def test_dpo_run_on_the_store_records_the_objective_and_its_pairs(
     assert manifest.objective == {
         "name": "dpo",
         "beta": 0.2,
+        "rpo_alpha": 0.0,
         "counts": {
             "source": "store",
             "pairs": 4,

@@ -32,6 +32,8 @@ def test_sft_then_dpo_continues_the_adapter_against_the_sft_policy(
     # The DPO stage's first policy is its reference: delta 0. Against the base (which the SFT stage moved away
     # from) the loss would not be log 2.
     assert losses[2] == pytest.approx(math.log(2), abs=1e-4) and losses[3] != losses[2]
+    # the DPO stage at its own rate: unset dpo_learning_rate is a tenth of the SFT stage's
+    assert [e["lr"] for e in steps] == pytest.approx([1e-3, 1e-3, 1e-4, 1e-4])
     manifest = runs.read_manifest(only_run_dir(tmp_path))
     assert manifest.status == "done" and manifest.config["objective"] == "sft+dpo"
     assert [(c.name, c.final) for c in manifest.checkpoints] == [("step-2", False), ("step-4", True)]
@@ -41,6 +43,9 @@ def test_sft_then_dpo_continues_the_adapter_against_the_sft_policy(
     sft, dpo = objective["stages"]
     assert sft["objective"] == "sft" and sft["steps"] == [1, 2] and sft["rows"] == 4
     assert dpo["objective"] == "dpo" and dpo["steps"] == [3, 4] and dpo["beta"] == 0.1
+    assert (
+        sft["learning_rate"] == 1e-3 and dpo["learning_rate"] == pytest.approx(1e-4) and dpo["rpo_alpha"] == 0
+    )
     assert dpo["reference"] == sft["checkpoint"] == manifest.checkpoints[0].address
     assert dpo["counts"]["pairs"] == 4 and dpo["counts"]["from_rewrites"] == 3
     assert manifest.gate is not None and manifest.gate.get("skipped")

@@ -20,7 +20,8 @@ DEFAULT_BETA = 0.1  # tinker-cookbook's dpo_beta and TRL's KTOConfig.beta
 
 
 class Objective(msgspec.Struct, frozen=True, kw_only=True):
-    """The loss of one training step and its settings (machine.toml `[train]` objective, beta, kto_*_weight).
+    """The loss of one training step and its settings (machine.toml `[train]` objective, beta, rpo_alpha,
+    kto_*_weight).
 
     `labels` is per-batch data for KTO: for each example of the batch, whether it is desirable (a good tag).
     """
@@ -29,6 +30,8 @@ class Objective(msgspec.Struct, frozen=True, kw_only=True):
     beta: float = DEFAULT_BETA
     desirable_weight: float = 1.0
     undesirable_weight: float = 1.0
+    #: dpo: weight of the NLL of the chosen answer added to the DPO loss (RPO; TRL's `rpo_alpha`); 0: pure DPO
+    rpo_alpha: float = 0.0
     labels: tuple[bool, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -40,6 +43,8 @@ class Objective(msgspec.Struct, frozen=True, kw_only=True):
         ):
             if not (value > 0 and math.isfinite(value)):
                 raise EngineError(f"{what} must be a positive number, got {value}")
+        if not (self.rpo_alpha >= 0 and math.isfinite(self.rpo_alpha)):
+            raise EngineError(f"rpo_alpha must be a number >= 0, got {self.rpo_alpha}")
 
     def for_batch(self, labels: Sequence[bool]) -> Objective:
         """This objective carrying one batch's KTO labels."""

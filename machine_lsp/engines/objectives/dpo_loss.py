@@ -27,6 +27,14 @@ def log_ratios(
     )
 
 
+def chosen_nll(weights: Sequence[torch.Tensor], logprobs: Sequence[torch.Tensor]) -> torch.Tensor:
+    """RPO's NLL term: -log pi per chosen target token, averaged over all of the batch's chosen tokens (TRL's
+    `cross_entropy_loss` over the chosen half, ignore_index on the prompt); weights other than 0/1 weigh tokens."""
+    total = torch.stack([sequence_logprob(w, lp) for w, lp in zip(weights, logprobs, strict=True)]).sum()
+    tokens = torch.stack([w.float().sum() for w in weights]).sum()
+    return -total / tokens.clamp(min=1)
+
+
 def dpo_loss(
     objective: Objective,
     weights: Sequence[torch.Tensor],
@@ -35,10 +43,16 @@ def dpo_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     ratios = log_ratios(weights, logprobs, ref_logprobs)
     chosen, rejected = ratios[0::2], ratios[1::2]
-    loss = -F.logsigmoid(objective.beta * (chosen - rejected)).mean()
+    preference = -F.logsigmoid(objective.beta * (chosen - rejected)).mean()
+    loss, extra = preference, {}
+    if objective.rpo_alpha > 0:  # alpha 0 leaves the graph exactly DPO's (the recorded parity)
+        nll = chosen_nll(weights[0::2], logprobs[0::2])
+        loss = preference + objective.rpo_alpha * nll
+        extra = {"preference_loss": float(preference.detach()), "nll_loss": float(nll.detach())}
     chosen_reward, rejected_reward = objective.beta * chosen.detach(), objective.beta * rejected.detach()
     metrics = {
         "dpo_loss": float(loss.detach()),
+        **extra,
         "accuracy": float((chosen > rejected).float().mean()),
         "margin": float((chosen_reward - rejected_reward).mean()),
         "chosen_reward": float(chosen_reward.mean()),
