@@ -392,7 +392,7 @@ def find_run(runs_dir: Path, ref: str) -> Path:
 
 LATEST = "latest"
 # Jobs whose checkpoints are trained models (the smoke run's 2 steps are a plumbing check, not a model).
-TRAINING_JOBS = ("train-run", "train_sft.py")
+TRAINING_JOBS = ("train-run", "retrain", "train_sft.py")
 
 
 def latest_checkpoint(runs_dir: Path) -> str:
