@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     _register_sft(train_sub)
     _register_smoke(train_sub)
     _register_run(train_sub)
+    _register_retrain(sub)
 
 
 def _register_sft(train_sub: argparse._SubParsersAction) -> None:
@@ -99,6 +100,23 @@ def _register_run(train_sub: argparse._SubParsersAction) -> None:
     _add_objective_args(run)
     add_job_args(run)
     run.set_defaults(func=_run)
+
+
+def _register_retrain(sub: argparse._SubParsersAction) -> None:
+    retrain = sub.add_parser(
+        "retrain",
+        help="train on the store's good rows (scoped), gate, promote: `machine serve promoted` picks it up",
+    )
+    retrain.add_argument("--steps", type=int, metavar="N", help="override the step cap")
+    retrain.add_argument("--epochs", type=int, metavar="N")
+    retrain.add_argument("--lr", type=float, metavar="X")
+    retrain.add_argument("--save-every", type=int, metavar="N")
+    retrain.add_argument(
+        "--scope", choices=("auto", "off"), help="anchor rows (machine.toml [train] scope; default auto)"
+    )
+    retrain.add_argument("--anchor-ratio", type=float, metavar="X", help="anchors per tagged row (0.5)")
+    add_job_args(retrain)
+    retrain.set_defaults(func=_retrain)
 
 
 @cli_verb
@@ -173,6 +191,29 @@ def _train_payload(args: argparse.Namespace) -> dict[str, Any]:
         "objective": getattr(args, "objective", None),
         "beta": getattr(args, "beta", None),
     }
+
+
+def _retrain_payload(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "config": args.config,
+        "engine": args.engine,
+        "model": args.model,
+        "steps": args.steps,
+        "epochs": args.epochs,
+        "learning_rate": args.lr,
+        "save_every": args.save_every,
+        "scope": args.scope,
+        "anchor_ratio": args.anchor_ratio,
+    }
+
+
+@cli_verb
+def _retrain(args: argparse.Namespace) -> int:
+    payload = _retrain_payload(args)
+    show_plan(args, "retrain", payload)
+    confirm_defaults(args, "retrain", payload)
+    confirm_cost(args, resolved_engine(args), "retrain", payload)
+    return run_job("retrain", payload, raw=args.json)
 
 
 @cli_verb

@@ -48,6 +48,7 @@ class RunSize(msgspec.Struct, kw_only=True):
     trained_tokens: int  # over the whole run (estimated where no tokenizer ran)
     tokens: int  # every token fed to the model over the run
     auto: bool  # epochs were chosen by the rule, not set by hand
+    anchors: int = 0  # of `rows`, the base model's answers added to scope the run (core.anchors)
     warning: str | None = None  # the run falls under a floor
 
     @property
@@ -127,8 +128,13 @@ def estimated_seconds(size: RunSize, engine: str) -> float | None:
 def describe_size(size: RunSize, engine: str) -> str:
     """`20 rows x 4 epochs = 12 steps of batch 8 (...), ~420 trained of ~1,800 tokens, about 40 s` (+ warning)."""
     how = "sized from the rows" if size.auto else "as configured"
+    rows = (
+        f"{size.rows} rows"
+        if not size.anchors
+        else f"{size.rows} rows ({size.rows - size.anchors} + {size.anchors} anchors)"
+    )
     text = (
-        f"{size.rows} rows x {size.epochs} epoch{'s' * (size.epochs != 1)} = {size.steps} "
+        f"{rows} x {size.epochs} epoch{'s' * (size.epochs != 1)} = {size.steps} "
         f"step{'s' * (size.steps != 1)} of batch {min(size.batch_size, size.rows)} ({how}), "
         f"~{size.trained_tokens:,} trained of ~{size.tokens:,} tokens"
     )

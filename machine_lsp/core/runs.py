@@ -85,6 +85,8 @@ class RunManifest(msgspec.Struct):
     # the loss and how its data was built: name, beta (dpo, kto), KTO's weights, counts (pairs from rewrites and
     # from good/bad tags, ties skipped, desirable/undesirable examples); None for runs before objectives
     objective: dict[str, Any] | None = None
+    # the anchor rows a scoped SFT run added (jobs.anchor_jobs): scope, ratio, counts by source, their snapshot
+    anchors: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     error: str | None = None
     error_kind: str | None = None
@@ -390,7 +392,7 @@ def find_run(runs_dir: Path, ref: str) -> Path:
 
 LATEST = "latest"
 # Jobs whose checkpoints are trained models (the smoke run's 2 steps are a plumbing check, not a model).
-TRAINING_JOBS = ("train-run", "train_sft.py")
+TRAINING_JOBS = ("train-run", "retrain", "train_sft.py")
 
 
 def latest_checkpoint(runs_dir: Path) -> str:

@@ -29,6 +29,7 @@ from machine_lsp.core import runs
 from machine_lsp.core.run_plan import RunSize, describe_size
 from machine_lsp.core.schema import Message
 from machine_lsp.jobs import events as ev
+from machine_lsp.jobs.anchor_jobs import add_anchors
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
 from machine_lsp.jobs.runner import JobContext, JobError
@@ -58,6 +59,8 @@ class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     resume: str | None = None
     objective: Literal["sft", "dpo", "kto"] | None = None
     beta: float | None = None
+    scope: Literal["auto", "off"] | None = None
+    anchor_ratio: float | None = None
     sample_max_tokens: int = 24
 
 
@@ -115,33 +118,28 @@ def _write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
     return str(path)
 
 
-def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, Any], str]:
-    config = _config(ctx, args, smoke)
+def _train(
+    ctx: JobContext, args: TrainArgs, *, smoke: bool, from_store: bool = False
+) -> tuple[dict[str, Any], str]:
+    config = _config(ctx, args, smoke, from_store)
     cfg = config.train
-    loaded = load_rows(ctx, cfg)  # chat rows, pairs or KTO examples, per objective
-    held: HeldOut | None = None  # a smoke run is not gated
-    if (
-        not smoke and cfg.objective == "sft"
-    ):  # the eval gate's rows are held out before anything trains on them
-        rows, snapshot, held = hold_out(ctx, config, loaded.rows, loaded.snapshot)
-        loaded = msgspec.structs.replace(loaded, rows=rows, snapshot=snapshot)
-    elif (
-        not smoke
-    ):  # the gate scores answers to held-out chat prompts; a preference run has none of its own yet
-        held = HeldOut(skip=f"the gate evaluates held-out chat rows; a {cfg.objective} run is not gated yet")
+    loaded, held = _rows(ctx, config, smoke)
     snapshot = loaded.snapshot
-    ctx.add_data(snapshot)
-    ctx.log(
-        f"data: {snapshot.rows} {cfg.objective} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})"
-    )
-
     engine = make_engine(ctx, cfg.engine, cfg.threads)
     model = served_model(ctx, engine, cfg.resolved_model())
-    data = step_data(ctx, cfg, loaded, _renderer(engine, model))
-    size = _run_size(ctx, data, cfg, smoke)
-    plan = schedule(data.count, cfg, size)
-    start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine, len(plan))
+    renderer = _renderer(engine, model)
+    start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine)
     trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
+    tagged = len(loaded.rows)
+    if held is not None and cfg.objective == "sft":  # scoped: the base model answers other prompts first
+        loaded = msgspec.structs.replace(
+            loaded, rows=add_anchors(ctx, config, engine, trainer, model, loaded.rows)
+        )
+    data = step_data(ctx, cfg, loaded, renderer)
+    size = _run_size(ctx, data, cfg, smoke, anchors=len(loaded.rows) - tagged)
+    plan = schedule(data.count, cfg, size)
+    if start_step >= len(plan):
+        raise JobError(f"{args.resume} is already at step {start_step} of {len(plan)}: nothing left to train")
 
     loop = _TrainLoop(ctx, cfg, trainer, data, plan, start_step)
     sample: dict[str, str] | None = None
@@ -155,24 +153,51 @@ def _train(ctx: JobContext, args: TrainArgs, *, smoke: bool) -> tuple[dict[str, 
     if held is not None:
         verdict = run_gate(ctx, config, engine, trainer, model, held)
         result["plan"] = msgspec.to_builtins(size)
+        result["anchors"] = ctx.manifest.anchors
         result["gate"] = msgspec.to_builtins(verdict)
         message += f"; {verdict.reason}"
     return result, message
 
 
-def _run_size(ctx: JobContext, data: StepData, cfg: TrainSection, smoke: bool) -> RunSize:
+def _rows(ctx: JobContext, config: MachineConfig, smoke: bool) -> tuple[Any, HeldOut | None]:
+    """The run's rows (the gate's held out of an SFT run first) and the held-out set (None: a smoke run)."""
+    cfg = config.train
+    loaded = load_rows(ctx, cfg)  # chat rows, pairs or KTO examples, per objective
+    held: HeldOut | None = None  # a smoke run is not gated
+    if not smoke and cfg.objective == "sft":  # the gate's rows are held out before anything trains on them
+        rows, snapshot, held = hold_out(ctx, config, loaded.rows, loaded.snapshot)
+        loaded = msgspec.structs.replace(loaded, rows=rows, snapshot=snapshot)
+    elif (
+        not smoke
+    ):  # the gate scores answers to held-out chat prompts; a preference run has none of its own yet
+        held = HeldOut(skip=f"the gate evaluates held-out chat rows; a {cfg.objective} run is not gated yet")
+    snapshot = loaded.snapshot
+    ctx.add_data(snapshot)
+    ctx.log(
+        f"data: {snapshot.rows} {cfg.objective} rows from {snapshot.source} (sha256 {snapshot.sha256[:12]})"
+    )
+    return loaded, held
+
+
+def _run_size(ctx: JobContext, data: StepData, cfg: TrainSection, smoke: bool, anchors: int = 0) -> RunSize:
     """The run's epochs and steps from the units' real token counts (core.run_plan), logged with its warning."""
     size = datum_size([datum for unit in data.units for datum in unit], cfg, units=data.count)
+    size.anchors = anchors
     if not smoke:
         ctx.log(f"plan: {describe_size(size, cfg.engine)}", "warning" if size.warning else "info")
     return size
 
 
-def _config(ctx: JobContext, args: TrainArgs, smoke: bool) -> MachineConfig:
-    """machine.toml with the job's overrides (a smoke run: two steps, no checkpoints), recorded in the manifest."""
+def _config(ctx: JobContext, args: TrainArgs, smoke: bool, from_store: bool = False) -> MachineConfig:
+    """machine.toml with the job's overrides (a smoke run: two steps, no checkpoints; `from_store`: the store's
+    good rows whatever [train] data says), recorded in the manifest."""
     overrides = {k: getattr(args, k) for k in TRAIN_KEYS}
     config = project_config(ctx, args.config, overrides)
     cfg = config.train
+    if from_store and cfg.data is not None:
+        ctx.log(f"training on the store's good rows ([train] data = {cfg.data!r} is for `machine train run`)")
+        cfg = msgspec.structs.replace(cfg, data=None)
+        config = msgspec.structs.replace(config, train=cfg)
     if smoke:
         cfg = msgspec.structs.replace(cfg, steps=SMOKE_STEPS, epochs=1, save_every=0)
         config = msgspec.structs.replace(config, train=cfg)
@@ -189,13 +214,12 @@ def _renderer(engine: Any, model: str) -> Any:
         raise JobError(str(exc), kind="engine") from None
 
 
-def _resume(ctx: JobContext, ref: str | None, engine: str, total: int) -> tuple[int, str | None]:
-    """(first step to run minus one, checkpoint to resume from) for `--resume REF`, or (0, None)."""
+def _resume(ctx: JobContext, ref: str | None, engine: str) -> tuple[int, str | None]:
+    """(first step to run minus one, checkpoint to resume from) for `--resume REF`, or (0, None); the caller
+    checks it against the run's length once the run is sized."""
     if not ref:
         return 0, None
     resume_from, start_step = _resume_point(ctx, ref, engine)
-    if start_step >= total:
-        raise JobError(f"{ref} is already at step {start_step} of {total}: nothing left to train")
     ctx.update(resumed_from=resume_from, steps_done=start_step)
     ctx.log(f"resuming from {resume_from} at step {start_step}")
     return start_step, resume_from
@@ -404,5 +428,5 @@ def train_smoke(ctx: JobContext, args: TrainArgs) -> tuple[dict[str, Any], str]:
     return _train(ctx, args, smoke=True)
 
 
-def train_run(ctx: JobContext, args: TrainArgs) -> tuple[dict[str, Any], str]:
-    return _train(ctx, args, smoke=False)
+def train_run(ctx: JobContext, args: TrainArgs, *, from_store: bool = False) -> tuple[dict[str, Any], str]:
+    return _train(ctx, args, smoke=False, from_store=from_store)

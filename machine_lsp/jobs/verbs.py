@@ -28,6 +28,12 @@ VERBS: dict[str, VerbSpec] = {
         "TrainArgs",
         "the configured run (sft, dpo or kto) with checkpoints",
     ),
+    "retrain": VerbSpec(
+        "machine_lsp.jobs.retrain_jobs",
+        "retrain",
+        "RetrainArgs",
+        "train on the store (scoped), gate, promote; ends with a one-paragraph summary (`machine retrain`)",
+    ),
     "eval-baseline": VerbSpec(
         "machine_lsp.jobs.eval_jobs", "eval_baseline", "EvalArgs", "evaluate the base model on held-out rows"
     ),

@@ -12,7 +12,7 @@ from typing import Any
 
 from machine_lsp.lsp.replies import JobPlan
 
-TRAIN_VERBS = ("train-smoke", "train-run")
+TRAIN_VERBS = ("train-smoke", "train-run", "retrain")
 CHECKPOINT_ENGINES = {"tinker://": "tinker", "local://": "local"}
 
 
@@ -44,7 +44,8 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
 
         plan.costs_money = tinker_costs_money(project)
     if training:
-        plan.data, plan.rows, plan.problem = _training_rows(project, config.train.data)
+        data = None if verb == "retrain" else config.train.data  # retrain trains on the store
+        plan.data, plan.rows, plan.problem = _training_rows(project, data)
     elif verb == "eval-probe":
         plan.data = "the bleed probe"
     else:

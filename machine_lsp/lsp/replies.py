@@ -323,6 +323,7 @@ COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
     "machine.server.info": (InfoReply,),
     "machine.train.smoke": (JobSummary, JobDeclined, JobPlan),
     "machine.train.run": (JobSummary, JobDeclined, JobPlan),
+    "machine.retrain": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.baseline": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.checkpoint": (JobSummary, JobDeclined, JobPlan),
     "machine.eval.probe": (JobSummary, JobDeclined, JobPlan),

@@ -21,6 +21,8 @@ LOCAL_DEFAULT_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 TINKER_DEFAULT_MODEL = "thinkingmachines/Inkling-Small"
 DEFAULT_LR = {"local": 5e-4, "tinker": 2e-4}
 DEFAULT_FORMAT_PATTERN = r"^answer: -?\d+$"
+# Anchors per tagged row: FACTS.md measured 16 anchors on 48 rows (1/3) -> bleed 0/10; half leaves a margin
+DEFAULT_ANCHOR_RATIO = 0.5
 CHECKPOINT_TTL_S = 604800  # 7 days, tinker-cookbook's `ttl_seconds` for periodic checkpoints
 
 EngineName = Literal["local", "tinker"]
@@ -48,6 +50,8 @@ TRAIN_KEYS = (
     "threads",
     "objective",
     "beta",
+    "scope",
+    "anchor_ratio",
 )
 
 
@@ -77,6 +81,9 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     beta: float = DEFAULT_BETA  # dpo, kto: how far the policy may move from the reference
     kto_desirable_weight: float = 1.0  # kto: weight of a good example's loss (TRL's desirable_weight)
     kto_undesirable_weight: float = 1.0  # kto: weight of a bad example's loss (TRL's undesirable_weight)
+    # Scoped training (core.anchors): a store SFT run adds the base model's own answers to other prompts
+    scope: Literal["auto", "off"] = "auto"
+    anchor_ratio: float = DEFAULT_ANCHOR_RATIO  # anchors per tagged row (at most the pool's size)
 
     def __post_init__(self) -> None:
         checks = [
@@ -99,6 +106,7 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
                 "checkpoint_ttl must be 0 or >= 3600 s",
             ),
             (self.objective in OBJECTIVE_NAMES, f"objective must be one of {', '.join(OBJECTIVE_NAMES)}"),
+            (0 <= self.anchor_ratio <= 4, "anchor_ratio must be in [0, 4]"),
             (
                 self.beta > 0 and self.kto_desirable_weight > 0 and self.kto_undesirable_weight > 0,
                 "beta, kto_desirable_weight and kto_undesirable_weight must be > 0",
@@ -248,6 +256,8 @@ _COMMENTS = {
     "beta": "dpo/kto: how far from the reference (base) model the policy may move",
     "kto_desirable_weight": "kto: weight of good examples' loss",
     "kto_undesirable_weight": "kto: weight of bad examples' loss",
+    "scope": "auto: a store SFT run adds anchors (the base model's answers to other prompts) | off",
+    "anchor_ratio": "anchors per tagged row (built-in prompts + the project's untagged agent turns)",
     "format_pattern": "the trained answer format (format-compliance rate)",
     "bleed_pattern": "a probe answer matching this leaks the format; unset = the format's literal prefix",
     "probe_questions": "extra off-distribution probe questions (one per line, or JSONL)",

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from machine_lsp.core.anchors import anchor_count
 from machine_lsp.core.run_plan import CHARS_PER_TOKEN, RunSize, describe_size, estimate_tokens, size_run
 from machine_lsp.scaffold.config import (
     ConfigError,
@@ -21,8 +22,22 @@ from machine_lsp.scaffold.config import (
 )
 
 SMOKE_STEPS = 2  # jobs/train_jobs.py runs this many steps for a smoke run
-TRAIN_KEYS = ("engine", "model", "data", "epochs", "steps", "batch_size", "objective")
+TRAIN_KEYS = (
+    "engine",
+    "model",
+    "data",
+    "epochs",
+    "steps",
+    "batch_size",
+    "objective",
+    "scope",
+    "anchor_ratio",
+)
+# `retrain` trains on the store whatever [train] data says
+TRAINING_VERBS = ("train-smoke", "train-run", "retrain")
 EVAL_KEYS = ("data", "max_tokens")
+# An anchor: a short request and the base model's answer (at most core.anchors.ANCHOR_MAX_TOKENS)
+ANCHOR_TOKENS, ANCHOR_TRAINED_TOKENS = 60, 45
 BUILTIN_PROBE_QUESTIONS = 12  # rough size of the built-in bleed probe, for the estimate only
 
 
@@ -72,7 +87,9 @@ def estimate_job(verb: str, project: Path, job_args: dict[str, Any]) -> RunEstim
         )
     except ConfigError:
         return None
-    if verb.startswith("train"):
+    if verb == "retrain":
+        config = msgspec.structs.replace(config, train=msgspec.structs.replace(config.train, data=None))
+    if verb in TRAINING_VERBS:
         return _estimate_training(verb, project, config)
     if verb.startswith("eval"):
         return _estimate_eval(verb, project, config, job_args)
@@ -87,9 +104,15 @@ def _estimate_training(verb: str, project: Path, config: MachineConfig) -> RunEs
     if measured is None:
         return None
     source, rows, per_pass, trained = measured
+    anchors = 0
     if verb == "train-smoke":
         train = msgspec.structs.replace(train, steps=SMOKE_STEPS, epochs=1)
-    size = run_size(rows, train, trained_tokens_per_epoch=trained, tokens_per_epoch=per_pass)
+    elif train.objective == "sft" and train.data is None and train.scope == "auto":
+        anchors = anchor_count(rows, train.anchor_ratio)  # the job adds these (jobs.anchor_jobs)
+        per_pass += anchors * ANCHOR_TOKENS
+        trained += anchors * ANCHOR_TRAINED_TOKENS
+    size = run_size(rows + anchors, train, trained_tokens_per_epoch=trained, tokens_per_epoch=per_pass)
+    size.anchors = anchors
     return RunEstimate(
         verb=verb,
         engine=train.engine,

@@ -74,6 +74,7 @@ export class Commands {
       reg("machineLsp.scaffold", () => this.scaffold()),
       reg("machineLsp.smoke", () => this.runJob("smoke", "Smoke run")),
       reg("machineLsp.train", () => this.runJob("train", "Training")),
+      reg("machineLsp.retrain", () => this.runJob("retrain", "Retrain and reload")),
       reg("machineLsp.baseline", () => this.runJob("baseline", "Baseline eval")),
       reg("machineLsp.evalCheckpoint", () => this.evalCheckpoint("evalCheckpoint")),
       reg("machineLsp.compare", () => this.compare()),
@@ -232,11 +233,12 @@ export class Commands {
     const command = {
       smoke: SERVER_COMMANDS.smoke,
       train: SERVER_COMMANDS.train,
+      retrain: SERVER_COMMANDS.retrain,
       baseline: SERVER_COMMANDS.baseline,
       evalCheckpoint: SERVER_COMMANDS.evalCheckpoint,
       probe: SERVER_COMMANDS.probe,
     }[kind];
-    if (kind === "smoke" || kind === "train") this.panel.show(true);
+    if (kind === "smoke" || kind === "train" || kind === "retrain") this.panel.show(true);
     return this.withJobProgress(title, command, args);
   }
 

@@ -62,6 +62,7 @@ logger = logging.getLogger(__name__)
 JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "machine.train.smoke": ("train-smoke", "Training smoke test", False),
     "machine.train.run": ("train-run", "Training run", True),
+    "machine.retrain": ("retrain", "Retrain and reload", True),
     "machine.eval.baseline": ("eval-baseline", "Baseline evaluation", True),
     "machine.eval.checkpoint": ("eval-checkpoint", "Checkpoint evaluation", True),
     "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),

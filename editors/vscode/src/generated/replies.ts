@@ -16,6 +16,7 @@ export interface MachineCommandReplies {
   "machine.jobs.cancel": CancelReply;
   "machine.jobs.list": JobsListReply;
   "machine.retag": TagEditReply;
+  "machine.retrain": JobSummary | JobDeclined | JobPlan;
   "machine.serve.start": ServeReply;
   "machine.serve.status": ServeReply;
   "machine.serve.stop": ServeReply;

@@ -13,6 +13,7 @@ export const SERVER_COMMANDS = {
   scaffold: "machine.train.sft",
   smoke: "machine.train.smoke",
   train: "machine.train.run",
+  retrain: "machine.retrain",
   evalInit: "machine.eval.init",
   baseline: "machine.eval.baseline",
   evalCheckpoint: "machine.eval.checkpoint",
@@ -88,7 +89,7 @@ export function resolvePath(p: string, workspaceFolder: string | undefined): str
   return path.join(workspaceFolder, p);
 }
 
-export type JobKind = "smoke" | "train" | "baseline" | "evalCheckpoint" | "probe";
+export type JobKind = "smoke" | "train" | "retrain" | "baseline" | "evalCheckpoint" | "probe";
 
 export interface JobInput {
   kind: JobKind;
@@ -108,7 +109,8 @@ export function jobArgs(j: JobInput): Record<string, unknown> {
   if (s.engine) out.engine = s.engine;
   if (s.baseModel) out.model = s.baseModel;
   if (s.threads > 0) out.threads = s.threads;
-  const data = j.kind === "smoke" || j.kind === "train" ? resolvePath(s.trainPath, j.workspaceFolder) : j.kind === "probe" ? undefined : resolvePath(s.evalPath, j.workspaceFolder);
+  // retrain always trains on the store and evaluates its own held-out rows: no data argument
+  const data = j.kind === "smoke" || j.kind === "train" ? resolvePath(s.trainPath, j.workspaceFolder) : j.kind === "probe" || j.kind === "retrain" ? undefined : resolvePath(s.evalPath, j.workspaceFolder);
   if (data) out.data = data;
   if (j.kind === "evalCheckpoint" || j.kind === "probe") {
     if (!j.checkpoint?.trim()) throw new Error("Pick a checkpoint first.");

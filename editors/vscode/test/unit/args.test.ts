@@ -42,6 +42,8 @@ test("job arguments per verb: only what the user set, with the jobs' key names",
   const common = { engine: "tinker", model: "Qwen/Qwen3-8B", threads: 1 };
   assert.deepEqual(jobArgs({ kind: "smoke", settings, workspaceFolder: ws }), { ...common, data: "/ws/data/train.jsonl" });
   assert.deepEqual(jobArgs({ kind: "train", settings, workspaceFolder: ws }), { ...common, data: "/ws/data/train.jsonl" });
+  // retrain always trains on the store (its job takes no data argument)
+  assert.deepEqual(jobArgs({ kind: "retrain", settings, workspaceFolder: ws }), { ...common });
   assert.deepEqual(jobArgs({ kind: "baseline", settings, workspaceFolder: ws }), { ...common, data: "/ws/data/eval.jsonl" });
   assert.deepEqual(jobArgs({ kind: "evalCheckpoint", settings, workspaceFolder: ws, checkpoint: " local://r1/step-10 " }), {
     ...common,

@@ -1,0 +1,156 @@
+"""Scoped training (pure): which anchor prompts a store SFT run adds, and how many.
+
+An anchor is a prompt unlike the tagged ones, answered by the base model itself (greedy, adapter off) and trained
+on with the tagged rows, so the run learns "this kind of request gets the new answer" rather than "every request
+does" (FACTS.md: 48 arithmetic rows alone bled `answer: N` into 8/10 off-distribution probes; with 16 base-model
+answers to other questions mixed in, bleed 0/10 with format 24/24). Two sources:
+
+* the built-in pool below: short requests of five kinds (facts, numbers, language, writing, explanations), taken
+  in turn after a shuffle by the run's seed;
+* the project's own untagged agent turns (core.sessions), with their system prompt and `tools`: the base model's
+  answer to the same request, tool calls included, so tool-call behaviour is kept.
+
+The pool is disjoint from the gate's bleed probe (`evals.BUILTIN_PROBES`, plus `[eval] probe_questions`) and from
+its tool probe (`tool_probes.TOOL_PROBES`), rewordings included (`near_duplicates`): otherwise the gate would score
+the run on its own training data. Agent turns that resemble a probe are skipped for the same reason.
+
+How many: `ceil(anchor_ratio * tagged rows)`, at most `len(ANCHOR_POOL)`; agent turns take up to half of them
+(newest first), the pool the rest. The count depends only on the row count and the ratio, so the plan printed
+before a run (scaffold.estimate) and the job agree without reading any agent log.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from machine_lsp.core.schema import Message, text_of
+
+ANCHOR_POOL_BY_KIND: dict[str, tuple[str, ...]] = {
+    "facts": (
+        "Who painted the Mona Lisa?",
+        "What is the fastest land animal?",
+        "What is the tallest mountain in the world?",
+        "Who was the first person to walk on the Moon?",
+        "What is the hardest natural substance?",
+        "What do caterpillars turn into?",
+        "Which instrument has 88 keys?",
+        "What is the largest organ of the human body?",
+    ),
+    "numbers": (
+        "How many legs does a spider have?",
+        "How many days are there in a week?",
+        "What is the boiling point of water in Celsius?",
+        "What is the freezing point of water in Fahrenheit?",
+        "How many minutes are in an hour?",
+    ),
+    "language": (
+        "What is the plural of mouse?",
+        "Give me a synonym for happy.",
+        "What is a noun?",
+        "Translate 'good night' into French.",
+        "How do you say 'dog' in German?",
+    ),
+    "writing": (
+        "Suggest a name for a pet goldfish.",
+        "Write a short sentence about the sea.",
+        "Describe a cat in one sentence.",
+        "Give me a tip for sleeping better.",
+        "List three kinds of vegetables.",
+    ),
+    "explanations": (
+        "Why do leaves change color in autumn?",
+        "What does a thermometer measure?",
+        "Which gas do plants take in from the air?",
+        "What is the main ingredient of guacamole?",
+        "Explain what a rainbow is.",
+    ),
+}
+ANCHOR_POOL: tuple[str, ...] = tuple(q for group in ANCHOR_POOL_BY_KIND.values() for q in group)
+ANCHOR_MAX_TOKENS = 64  # a pool answer (the example's style rows used 64; a cut-off sentence is dropped)
+TOOL_ANCHOR_MAX_TOKENS = 96  # an agent turn's answer may be a tool call: room for its JSON
+SOURCES = ("pool", "agent_turns")
+
+_STOPWORDS = frozenset(
+    "a an and are as by do does for from how in into is it known mainly many me name of on one the there to what "
+    "which who why you".split()
+)
+
+
+class AnchorPrompt(msgspec.Struct, kw_only=True):
+    """A prompt to be answered by the base model: `messages` end with the user's request."""
+
+    source: str  # "pool" | "agent_turns"
+    messages: list[Message]
+    tools: list[Any] | None = None
+    origin: str = ""  # where it came from: the pool, or the agent log's path:line
+
+
+def anchor_count(tagged_rows: int, ratio: float) -> int:
+    """Anchors added to a run on `tagged_rows` rows (0 when the ratio is 0)."""
+    if tagged_rows <= 0 or ratio <= 0:
+        return 0
+    return min(len(ANCHOR_POOL), math.ceil(ratio * tagged_rows))
+
+
+def content_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOPWORDS)
+
+
+def near_duplicates(
+    questions: Sequence[str], others: Sequence[str], threshold: float = 0.5
+) -> list[tuple[str, str]]:
+    """Pairs whose content words overlap by Jaccard >= threshold (rewordings, not only exact copies)."""
+    clashes = []
+    others_words = [(o, content_words(o)) for o in others]
+    for q in questions:
+        wq = content_words(q)
+        for o, wo in others_words:
+            if wq and wo and len(wq & wo) / len(wq | wo) >= threshold:
+                clashes.append((q, o))
+    return clashes
+
+
+def pool_prompts(seed: int, k: int, probes: Sequence[str]) -> list[AnchorPrompt]:
+    """K pool requests, each kind shuffled by the seed and taken in turn; any that resemble a probe are left out."""
+    clashing = {q for q, _ in near_duplicates(ANCHOR_POOL, probes)}
+    rng = random.Random(f"anchors-{seed}")
+    queues = [[q for q in rng.sample(g, len(g)) if q not in clashing] for g in ANCHOR_POOL_BY_KIND.values()]
+    picked: list[str] = []
+    while len(picked) < k and any(queues):
+        for queue in queues:
+            if queue and len(picked) < k:
+                picked.append(queue.pop(0))
+    return [
+        AnchorPrompt(source="pool", messages=[Message(role="user", content=q)], origin="built-in pool")
+        for q in picked
+    ]
+
+
+def turn_prompt(messages: Sequence[Message]) -> list[Message] | None:
+    """An agent turn's request: its messages up to its last user message (the system prompt kept); None when it
+    has no user message with text."""
+    last = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    if last < 0 or not text_of(messages[last]).strip():
+        return None
+    return list(messages[: last + 1])
+
+
+def split_sources(total: int, agent_turns_available: int) -> tuple[int, int]:
+    """(agent turns, pool requests) of `total` anchors: agent turns take up to half, the pool the rest."""
+    turns = min(agent_turns_available, total // 2 if total > 1 else total)
+    return turns, total - turns
+
+
+def tidy_answer(text: str) -> str:
+    """Drop a trailing sentence cut by the token limit; keep the model's own wording otherwise."""
+    text = text.strip()
+    if not text or text[-1] in ".!?)\"'*`":
+        return text
+    cut = max(text.rfind(m) for m in (". ", ".\n", "! ", "!\n", "? ", "?\n"))
+    return text[: cut + 1].strip() if cut > 0 else ""

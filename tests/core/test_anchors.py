@@ -1,0 +1,88 @@
+"""The anchor rules (pure): the pool is disjoint from the gate's probes, the count follows the ratio."""
+
+from __future__ import annotations
+
+import pytest
+
+from machine_lsp.core import anchors, evals
+from machine_lsp.core.schema import Message
+from machine_lsp.core.tool_probes import TOOL_PROBES
+from machine_lsp.scaffold.config import ConfigError, MachineConfig, apply_overrides
+
+
+def test_the_pool_shares_no_question_with_the_gates_probes() -> None:
+    # The gate's bleed probe and tool probe must not score the run on its own training data.
+    probes = [*evals.BUILTIN_PROBES, *(question for _tools, question in TOOL_PROBES)]
+    assert anchors.near_duplicates(anchors.ANCHOR_POOL, probes) == []
+    assert len(set(anchors.ANCHOR_POOL)) == len(anchors.ANCHOR_POOL)
+
+
+def test_count_follows_the_ratio_up_to_the_pool() -> None:
+    assert anchors.anchor_count(20, 0.5) == 10
+    assert anchors.anchor_count(7, 0.5) == 4  # rounded up: a handful of rows still gets anchors
+    assert anchors.anchor_count(20, 0) == 0 and anchors.anchor_count(0, 0.5) == 0
+    assert anchors.anchor_count(1000, 0.5) == len(anchors.ANCHOR_POOL)
+
+
+def test_agent_turns_take_up_to_half() -> None:
+    assert anchors.split_sources(10, 3) == (3, 7)
+    assert anchors.split_sources(10, 20) == (5, 5)
+    assert anchors.split_sources(1, 1) == (1, 0)
+    assert anchors.split_sources(6, 0) == (0, 6)
+
+
+def test_pool_prompts_cover_every_kind_and_follow_the_seed() -> None:
+    picked = [p.messages[0].content for p in anchors.pool_prompts(0, 5, [])]
+    kinds = {k for k, group in anchors.ANCHOR_POOL_BY_KIND.items() for q in picked if q in group}
+    assert kinds == set(anchors.ANCHOR_POOL_BY_KIND)
+    assert picked == [p.messages[0].content for p in anchors.pool_prompts(0, 5, [])]
+    assert picked != [p.messages[0].content for p in anchors.pool_prompts(1, 5, [])]
+
+
+def test_a_pool_question_resembling_a_user_probe_is_left_out() -> None:
+    probe = "Who painted the famous Mona Lisa?"  # a user's probe question, reworded
+    picked = [p.messages[0].content for p in anchors.pool_prompts(0, len(anchors.ANCHOR_POOL), [probe])]
+    assert "Who painted the Mona Lisa?" not in picked and len(picked) == len(anchors.ANCHOR_POOL) - 1
+
+
+def test_an_agent_turns_request_keeps_its_system_prompt() -> None:
+    messages = [
+        Message(role="system", content="You are an agent."),
+        Message(role="user", content="List the files."),
+        Message(role="assistant", content="Here they are."),
+    ]
+    assert anchors.turn_prompt(messages) == messages[:2]
+    assert anchors.turn_prompt([Message(role="system", content="x")]) is None
+
+
+def test_a_cut_answer_loses_its_last_sentence() -> None:
+    assert anchors.tidy_answer("Paris is the capital. It has") == "Paris is the capital."
+    assert anchors.tidy_answer("It has a long") == ""
+    assert anchors.tidy_answer("Done.") == "Done."
+
+
+def test_scope_and_ratio_are_settings() -> None:
+    assert MachineConfig().train.scope == "auto" and MachineConfig().train.anchor_ratio == 0.5
+    off = apply_overrides(MachineConfig(), {"scope": "off", "anchor_ratio": 1.0})
+    assert off.train.scope == "off" and off.train.anchor_ratio == 1.0
+    with pytest.raises(ConfigError, match="anchor_ratio must be in"):
+        apply_overrides(MachineConfig(), {"anchor_ratio": -1})
+    with pytest.raises(ConfigError, match="scope"):
+        apply_overrides(MachineConfig(), {"scope": "sometimes"})
+
+
+def test_the_plan_counts_the_anchors(tmp_path) -> None:
+    from anchor_project import tag_rows
+
+    from machine_lsp.scaffold.estimate import estimate_job
+
+    (tmp_path / ".machine").mkdir()
+    tag_rows(tmp_path, 12)
+    (tmp_path / "machine.toml").write_text("[train]\ndata = 'elsewhere.jsonl'\n")  # retrain reads the store
+    estimate = estimate_job("retrain", tmp_path, {})
+    assert estimate is not None and estimate.size is not None
+    assert estimate.rows == 12 and estimate.size.anchors == 6 and estimate.size.rows == 18
+    assert "18 rows (12 + 6 anchors)" in estimate.describe()
+    off = estimate_job("retrain", tmp_path, {"scope": "off"})
+    assert off is not None and off.size is not None and off.size.anchors == 0
+    assert "anchors" not in off.describe()
