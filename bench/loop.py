@@ -307,8 +307,11 @@ def print_table(report: dict[str, Any], args: argparse.Namespace) -> None:
     console.print(
         f"first answer of the new checkpoint: {report['first_answer']!r}; tagging took {report['tagged_s']:.0f} s"
     )
+    keys = ("eval_rows", "candidate_correct", "reference_correct", "mcnemar_p", "candidate_bleed_rate")
+    console.print(f"gate: {json.dumps({k: gate.get(k) for k in keys})}")
     console.print(
-        f"gate: {json.dumps({k: gate.get(k) for k in ('eval_rows', 'candidate_correct', 'reference_correct', 'mcnemar_p', 'candidate_bleed_rate')})}"
+        f"load average (1 min) {report['load'][0]:.1f} at the start, {report['load'][1]:.1f} at the end, "
+        f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
 
 
