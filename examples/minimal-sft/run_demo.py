@@ -1,13 +1,14 @@
 """`make demo`: the whole minimal-sft loop, headless, on the embedded local model, with the real `machine` CLI.
 
-    python run_demo.py [--style-rows 16] [--epochs 3] [--seed 0] [--workdir demo]
+    python run_demo.py [--scope auto|off] [--steps 30] [--seed 0] [--workdir demo]
 
 Stages (each one a `machine` command, printed before it runs; the CLI draws the progress bars):
-corpus -> validate -> scaffold SFT -> smoke -> eval init -> baseline -> train -> evaluate checkpoint -> compare ->
-bleed probe. The work directory (default `demo/` next to this script, git-ignored) is recreated on every run and
-made its own machine-lsp project (`demo/.machine/`). Wall time per stage goes to `demo/timings.json`.
+corpus -> validate -> tag the rows into the store -> scaffold SFT -> smoke -> eval init -> baseline -> retrain
+(scoped with anchor rows, gated on the held-out rows) -> evaluate checkpoint -> compare -> bleed probe. The work
+directory (default `demo/` next to this script, git-ignored) is recreated on every run and made its own machine-lsp
+project (`demo/.machine/`). Wall time per stage goes to `demo/timings.json`.
 
-`--style-rows 0` trains on the arithmetic rows alone (no style scoping), for comparison.
+`--scope off` trains on the arithmetic rows alone (no anchor rows), for comparison.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ console = Console()
 class Stage:
     name: str
     argv: list[str]
+    more: list[list[str]] = field(default_factory=list)  # further commands of the same stage, run in turn
     seconds: float = 0.0
     rc: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
@@ -57,11 +59,11 @@ def shown(argv: Sequence[str]) -> str:
 
 
 def latest_checkpoint(project: Path) -> str:
-    """The final checkpoint address of the newest finished `train-run` in the project's store."""
+    """The final checkpoint address of the newest finished `retrain` (or `train-run`) in the project's store."""
     best: tuple[str, str] | None = None
     for manifest_path in (project / ".machine" / "runs").glob("*/manifest.json"):
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if manifest.get("job") != "train-run" or manifest.get("status") != "done":
+        if manifest.get("job") not in ("train-run", "retrain") or manifest.get("status") != "done":
             continue
         address = manifest.get("last_checkpoint")
         if address and (best is None or manifest["created_at"] > best[0]):
@@ -88,21 +90,31 @@ def print_probe(path: Path) -> None:
 
 def run_stage(index: int, total: int, stage: Stage, cwd: Path) -> None:
     console.rule(f"[bold cyan][{index}/{total}] {stage.name}")
-    console.print(f"[dim]$ {shown(stage.argv)}")
+    console.print(
+        f"[dim]$ {shown(stage.argv)}" + (f"  (and {len(stage.more)} more like it)" if stage.more else "")
+    )
     start = time.perf_counter()
-    proc = subprocess.run(stage.argv, cwd=cwd, check=False)
+    for argv in [stage.argv, *stage.more]:
+        proc = subprocess.run(argv, cwd=cwd, check=False, stdout=subprocess.DEVNULL if stage.more else None)
+        stage.rc = proc.returncode
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"run_demo: stage '{stage.name}' failed with exit code {proc.returncode}: {shown(argv)}"
+            )
     stage.seconds = time.perf_counter() - start
-    stage.rc = proc.returncode
-    console.print(f"[dim]{stage.name}: {stage.seconds:.1f} s (exit {proc.returncode})")
-    if proc.returncode != 0:
-        raise SystemExit(f"run_demo: stage '{stage.name}' failed with exit code {proc.returncode}")
+    console.print(f"[dim]{stage.name}: {stage.seconds:.1f} s (exit 0)")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--style-rows", type=int, default=28, metavar="K", help="style-scoping rows (0 = off)")
-    p.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
+    p.add_argument(
+        "--scope",
+        choices=("auto", "off"),
+        default="auto",
+        help="anchor rows in the run (default auto; off: none)",
+    )
+    p.add_argument("--steps", type=int, default=30, help="optimizer steps (default 30)")
     p.add_argument("--train", type=int, default=48, metavar="N")
     p.add_argument("--eval", type=int, default=24, metavar="N")
     p.add_argument(
@@ -112,20 +124,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def stages_before_checkpoint(args: argparse.Namespace) -> list[Stage]:
-    """corpus -> validate -> scaffold -> smoke -> eval init -> baseline -> train (run in the work directory)."""
+    """corpus -> validate -> tag -> scaffold -> smoke -> eval init -> baseline -> retrain (in the work directory)."""
     m = machine_argv()
-    train_file = "data/train_scoped.jsonl" if args.style_rows else "data/train.jsonl"
     corpus = [sys.executable, str(HERE / "make_corpus.py"), "--out", "data", "--seed", str(args.seed)]
-    corpus += ["--train", str(args.train), "--eval", str(args.eval), "--style-rows", str(args.style_rows)]
-    sft = [*m, "train", "sft", train_file, "--engine", "local", "--epochs", str(args.epochs)]
+    corpus += ["--train", str(args.train), "--eval", str(args.eval)]
+    tags = [[*m, "good", "--from", f"data/train.jsonl:{line}"] for line in range(1, args.train + 1)]
+    sft = [*m, "train", "sft", "--engine", "local", "--eval-data", "data/eval.jsonl"]
+    retrain = [*m, "retrain", "--steps", str(args.steps), "--scope", args.scope, "--yes"]
     return [
         Stage("build corpus", corpus),
-        Stage("validate", [*m, "train", "validate", train_file, "--eval", "data/eval.jsonl"]),
+        Stage("validate", [*m, "train", "validate", "data/train.jsonl", "--eval", "data/eval.jsonl"]),
+        Stage(f"tag {args.train} rows", tags[0], more=tags[1:]),
         Stage("scaffold SFT", sft),
         Stage("smoke (2 steps)", [*m, "train", "smoke", "--yes"]),
         Stage("eval init", [*m, "train", "eval", "init"]),
         Stage("baseline", [*m, "train", "eval", "baseline", "--data", "data/eval.jsonl", "--probe", "--yes"]),
-        Stage("train", [*m, "train", "run", "--yes"]),
+        Stage("retrain", retrain),
     ]
 
 
@@ -156,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     total = len(stages) + 3
     started = time.perf_counter()
     console.print(
-        f"[bold]minimal-sft demo[/] in {work} · style rows {args.style_rows} · {args.epochs} epochs · seed {args.seed}"
+        f"[bold]minimal-sft demo[/] in {work} · scope {args.scope} · {args.steps} steps · seed {args.seed}"
     )
     for i, stage in enumerate(stages, start=1):
         run_stage(i, total, stage, work)
@@ -176,15 +190,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.add_row(stage.name, f"{stage.seconds:.1f}")
     console.print(table)
     record = {
-        "style_rows": args.style_rows,
-        "epochs": args.epochs,
+        "scope": args.scope,
+        "steps": args.steps,
         "seed": args.seed,
         "checkpoint": checkpoint,
         "total_seconds": round(wall, 1),
         "load_average_at_end": list(os.getloadavg()),
         "cpu_count": os.cpu_count(),
         "stages": [
-            {"name": s.name, "command": shown(s.argv), "seconds": round(s.seconds, 1)} for s in stages
+            {
+                "name": s.name,
+                "command": shown(s.argv),
+                "commands": 1 + len(s.more),
+                "seconds": round(s.seconds, 1),
+            }
+            for s in stages
         ],
     }
     (work / "timings.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

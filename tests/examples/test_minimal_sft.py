@@ -107,7 +107,7 @@ def test_sizes_configurable(tmp_path: Path) -> None:
     assert len(read_jsonl(out / "train.jsonl")) == 5
     assert len(read_jsonl(out / "eval.jsonl")) == 3
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["counts"] == {"train": 5, "eval": 3, "style": 0}
+    assert manifest["counts"] == {"train": 5, "eval": 3}
 
 
 def test_defaults_are_48_and_24(tmp_path: Path) -> None:
@@ -131,46 +131,21 @@ def test_too_many_rows_is_a_clean_error(tmp_path: Path, capsys: pytest.CaptureFi
     assert "distinct pairs" in capsys.readouterr().err
 
 
-def test_style_questions_disjoint_from_the_bleed_probe() -> None:
-    probe = make_corpus.probe_questions()
+def example_probe() -> list[str]:
+    """The bleed probe of this example: the engine's built-in questions plus probe_extra.txt."""
+    from machine_lsp.core import evals
+
+    return evals.probe_prompts((EXAMPLE / "probe_extra.txt").read_text(encoding="utf-8").splitlines())
+
+
+def test_the_runs_anchor_prompts_are_disjoint_from_this_examples_probe() -> None:
+    """The anchor rows `machine retrain` adds (core.anchors) never ask what the bleed probe asks, rewordings
+    included: the probe must measure requests the model never trained on."""
+    from machine_lsp.core import anchors
+
+    probe = example_probe()
     assert len(probe) >= 12 + 10, "the engine's built-in probe set plus probe_extra.txt"
-    assert not make_corpus.near_duplicates(make_corpus.STYLE_QUESTIONS, probe)
-    assert len(set(make_corpus.STYLE_QUESTIONS)) == len(make_corpus.STYLE_QUESTIONS)
-
-
-def test_near_duplicates_catches_rewordings() -> None:
-    clashes = make_corpus.near_duplicates(
-        ["Who wrote Romeo and Juliet?", "What is the plural of mouse?"],
-        ["Who wrote the play Romeo and Juliet?"],
-    )
-    assert clashes == [("Who wrote Romeo and Juliet?", "Who wrote the play Romeo and Juliet?")]
-
-
-def test_style_pick_is_seeded_and_covers_every_kind() -> None:
-    picked = make_corpus.pick_style_questions(0, 16)
-    assert picked == make_corpus.pick_style_questions(0, 16) and len(set(picked)) == 16
-    assert picked != make_corpus.pick_style_questions(1, 16)
-    five = make_corpus.pick_style_questions(3, 5)
-    kinds = {kind for q in five for kind, group in make_corpus.STYLE_POOL.items() if q in group}
-    assert kinds == set(make_corpus.STYLE_POOL)
-    assert sorted(make_corpus.pick_style_questions(0, len(make_corpus.STYLE_QUESTIONS))) == sorted(
-        make_corpus.STYLE_QUESTIONS
-    )
-    with pytest.raises(ValueError):
-        make_corpus.pick_style_questions(0, len(make_corpus.STYLE_QUESTIONS) + 1)
-
-
-@pytest.mark.parametrize(
-    ("raw", "tidy"),
-    [
-        ("Paris is the capital of France.", "Paris is the capital of France."),
-        ("Bees make honey. They also make wax and", "Bees make honey."),
-        ("no sentence end at all", "no sentence end at all"),
-        ("  Eight.  ", "Eight."),
-    ],
-)
-def test_tidy_answer(raw: str, tidy: str) -> None:
-    assert make_corpus.tidy_answer(raw) == tidy
+    assert anchors.near_duplicates(anchors.ANCHOR_POOL, probe) == []
 
 
 # ------------------------------------------------------------------------------------------------ README
@@ -192,8 +167,7 @@ def readme_commands() -> list[str]:
 TINY = {
     r"--train \d+": "--train 6",
     r"--eval \d+": "--eval 3",
-    r"--style-rows \d+": "--style-rows 2",
-    r"--epochs \d+": "--epochs 2",  # 6 + 2 rows, batch 8: 2 steps
+    r"seq 1 \d+": "seq 1 6",  # tag the 6 rows
     r"--steps \d+": "--steps 2",
 }
 
@@ -210,11 +184,12 @@ def test_readme_has_the_whole_terminal_loop() -> None:
     for verb in (
         "make_corpus.py",
         "machine train validate",
+        "machine good",
         "machine train sft",
         "machine train smoke",
         "machine train eval init",
         "machine train eval baseline",
-        "machine train run",
+        "machine retrain",
         "machine train eval checkpoint",
         "machine train eval compare",
         "machine train eval probe",
@@ -271,12 +246,15 @@ def test_readme_commands_run_as_written(tmp_path: Path) -> None:
     probes = list(results.glob("probe-*.json"))
     assert len(probes) == 1
     probe = json.loads(probes[0].read_text())["probe"]
-    assert probe["n"] == len(make_corpus.probe_questions())
+    assert probe["n"] == len(example_probe())
     manifest = json.loads((work / "data" / "manifest.json").read_text())
-    assert manifest["counts"] == {"train": 6, "eval": 3, "style": 2}
+    assert manifest["counts"] == {"train": 6, "eval": 3}
     runs = work / "project" / ".machine" / "runs"
-    train_runs = [json.loads(p.read_text()) for p in runs.glob("*train-run*/manifest.json")]
+    train_runs = [json.loads(p.read_text()) for p in runs.glob("*retrain*/manifest.json")]
     assert [r["steps_done"] for r in train_runs] == [2]
+    # 6 tagged rows (the gate evaluates eval.jsonl, nothing held out of them): ceil(0.5 x 6) = 3 anchor rows
+    assert train_runs[0]["anchors"]["added"] == 3 and train_runs[0]["anchors"]["counts"]["pool"] == 3
+    assert "Retrained on 6 tagged rows plus 3 anchor rows" in proc.stdout
 
 
 def test_demo_commands_parse_with_the_cli(tmp_path: Path) -> None:
@@ -284,23 +262,28 @@ def test_demo_commands_parse_with_the_cli(tmp_path: Path) -> None:
     from machine_lsp.cli.main import build_parser
 
     run_demo = load_module("minimal_sft_run_demo", EXAMPLE / "run_demo.py")
-    for style_rows in (28, 0):
-        args = run_demo.parse_args(["--style-rows", str(style_rows)])
+    parser = build_parser()
+    prefix = run_demo.machine_argv()
+    for scope in ("auto", "off"):
+        args = run_demo.parse_args(["--scope", scope])
         stages = run_demo.stages_before_checkpoint(args) + run_demo.stages_after_checkpoint(
             "local://run/step-30", tmp_path
         )
-        prefix = run_demo.machine_argv()
-        parser = build_parser()
-        machine_stages = [s for s in stages if s.argv[: len(prefix)] == prefix]
-        assert len(machine_stages) == len(stages) - 1  # all but make_corpus.py
-        for stage in machine_stages:
+        commands = [argv for s in stages for argv in (s.argv, *s.more)]
+        machine_commands = [argv for argv in commands if argv[: len(prefix)] == prefix]
+        assert len(machine_commands) == len(commands) - 1  # all but make_corpus.py
+        assert (
+            sum(argv[len(prefix)] == "good" for argv in machine_commands) == 48
+        )  # every training row tagged
+        for argv in machine_commands:
             try:
-                parsed = parser.parse_args(stage.argv[len(prefix) :])
+                parsed = parser.parse_args(argv[len(prefix) :])
             except SystemExit as exc:
-                raise AssertionError(f"the CLI rejects the demo command: {stage.argv}") from exc
+                raise AssertionError(f"the CLI rejects the demo command: {argv}") from exc
             assert getattr(parsed, "func", None) is not None
-        corpus = stages[0].argv
-        assert make_corpus.parse_args(corpus[2:]).style_rows == style_rows
+            if argv[len(prefix)] == "retrain":
+                assert parsed.scope == scope
+        assert make_corpus.parse_args(stages[0].argv[2:]).train == 48
 
 
 # ------------------------------------------------------------------------------------------------ RESULTS.md
@@ -321,7 +304,7 @@ def test_results_checksums_match_the_recorded_files() -> None:
 
 def test_results_headline_matches_the_result_files() -> None:
     lines = RESULTS_DOC.read_text(encoding="utf-8").splitlines()
-    for label, variant in (("| **style-scoped (default)**", "scoped"), ("| without scoping", "plain")):
+    for label, variant in (("| **scoped (default)**", "scoped"), ("| without scoping", "plain")):
         (row,) = [line for line in lines if line.startswith(label)]
         trained = json.loads((RESULTS_DIR / variant / "trained.json").read_text())
         probe = json.loads((RESULTS_DIR / variant / "probe-trained.json").read_text())["probe"]["rows"]

@@ -77,4 +77,6 @@ def test_retrain_adds_anchors_gates_and_ends_with_the_summary(project: Path, run
     assert "On 6 held-out rows" in summary and "exact McNemar p = " in summary and "bleed" in summary
     assert "tool" in summary
     assert ("Promoted" in summary) == gate["promoted"]
-    assert runs.latest_checkpoint(project / ".machine" / "runs") == manifest.last_checkpoint  # `latest` names it
+    assert (
+        runs.latest_checkpoint(project / ".machine" / "runs") == manifest.last_checkpoint
+    )  # `latest` names it
