@@ -1,8 +1,12 @@
-"""The loop, end to end, with the real Pi (installed by scripts/setup-agents.sh): `machine serve base`, Pi answers
-arithmetic questions through it, the served turns are tagged with `answer: N` rewrites, a few local training steps,
-`machine serve latest`, and Pi's answers, read from Pi's own session log, now take the `answer: N` form.
+"""The loop, end to end, with the real parts and no restart: the real Pi (installed by scripts/setup-agents.sh) uses
+`machine serve promoted` (the real SmolLM2 on 127.0.0.1, configured by `machine use --write`); its turns and more in
+its context are tagged with `answer: N` rewrites (`machine good --from FILE:LINE --as`); `machine retrain` (sized,
+scoped, gated) promotes; the server swaps with its process and port unchanged; the same Pi answers a new question
+in the taught form, read from Pi's own session log. Then a deliberately bad run (everything answered
+`answer: 42`) is refused by its gate, and the server keeps the checkpoint it serves.
 
-Skipped when Pi is not installed (`make agents`), except in CI where the capture suite makes missing agents fail.
+One server, one retrain, one bad run for the module. Skipped when Pi is not installed (`make agents`), except in CI
+where the capture suite makes missing agents fail.
 """
 
 from __future__ import annotations
@@ -11,11 +15,16 @@ import json
 import os
 import re
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import httpx
 import pytest
 from serve_helpers import ServeProcess, free_port, machine
+
+from machine_lsp.core import promotions, runs
 
 CAPTURE = Path(__file__).resolve().parents[1] / "capture"
 if str(CAPTURE) not in sys.path:
@@ -25,8 +34,15 @@ import capture_agents  # noqa: E402
 from capture_agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.agents]
-QUESTIONS = [(3, 4), (12, 30)]
+PI_QUESTIONS = [(3, 4), (12, 30)]  # asked by Pi itself
+REPLAYED = [(a + 5, 2 * a + 9) for a in range(18)]  # asked in Pi's context (its system prompt) over the API
+NEW_QUESTION = (51, 16)
 FORM = re.compile(r"answer: \d+")
+WAIT_S = 900.0  # a bound for a loaded 2-core machine, not an expectation
+
+
+def question(a: int, b: int) -> str:
+    return f"What is {a} plus {b}?"
 
 
 def _pi_answers(log: Path) -> list[str]:
@@ -42,69 +58,160 @@ def _pi_answers(log: Path) -> list[str]:
     return answers
 
 
-def _ask(run: AgentRun, question: str) -> str:
-    run.run(question)
+def _ask(run: AgentRun, prompt: str) -> str:
+    run.run(prompt)
     answers = _pi_answers(run.log())
-    assert answers and answers[-1], f"Pi logged no answer for {question!r} in {run.log()}"
+    assert answers and answers[-1], f"Pi logged no answer for {prompt!r} in {run.log()}"
     return answers[-1]
 
 
-def test_pi_uses_the_served_checkpoint_and_the_trained_one_answers_in_the_tagged_form(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _health(server: ServeProcess) -> dict:
+    return httpx.get(server.root + "/health", timeout=60).json()
+
+
+@pytest.fixture(scope="module")
+def pi(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) -> AgentRun:
     try:
         agent_executable("pi")
     except AgentMissing as exc:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail(f"{exc} (CI must run the real agents)")
         pytest.skip(str(exc))
-    # Pi's ~1.5k-token prompt is prefilled on the CPU: allow more than the capture suite's 120 s per prompt.
-    monkeypatch.setattr(capture_agents, "RUN_TIMEOUT_S", 600)
     port = free_port()
-    run = AgentRun("pi", tmp_path / "pi", SimpleNamespace(base_url=f"http://127.0.0.1:{port}"))
-    project = run.project
-    (project / ".machine").mkdir()
-    agent_dir = run.home / ".pi" / "agent"
+    run = AgentRun(
+        "pi", tmp_path_factory.mktemp("loop") / "pi", SimpleNamespace(base_url=f"http://127.0.0.1:{port}")
+    )
+    run.port = port  # type: ignore[attr-defined]
+    (run.project / ".machine").mkdir()
     for name in (
         "models.json",
         "settings.json",
     ):  # the capture harness's own config: `machine use` writes ours
-        (agent_dir / name).unlink()
+        (run.home / ".pi" / "agent" / name).unlink()
     done = machine(
-        project, "use", "base", "--agent", "pi", "--port", str(port), "--write", HOME=str(run.home)
+        run.project, "use", "promoted", "--agent", "pi", "--port", str(port), "--write", HOME=str(run.home)
     )
     assert done.returncode == 0, done.stderr
+    return run
 
-    server = ServeProcess(project, "base", "--max-tokens", "48", port=port)
-    try:
-        before = {q: _ask(run, f"What is {q[0]} plus {q[1]}?") for q in QUESTIONS}
-    finally:
-        server.stop()
-    assert not any(FORM.fullmatch(answer) for answer in before.values()), before
-    rows = server.served_rows()
-    for a, b in QUESTIONS:
-        path, number, _ = next(
-            (p, n, r) for p, n, r in rows if f"What is {a} plus {b}?" in str(r["messages"][-2]["content"])
-        )
-        tagged = machine(project, "good", "--from", f"{path}:{number}", "--as", f"answer: {a + b}")
-        assert tagged.returncode == 0, tagged.stderr
 
-    trained = machine(
-        project,
-        *("train", "run", "--yes", "--steps", "6", "--lr", "1e-3", "--batch-size", "2", "--save-every", "0"),
-        timeout=1800,
+@pytest.fixture(scope="module")
+def server(pi: AgentRun) -> Iterator[ServeProcess]:
+    served = ServeProcess(pi.project, "promoted", "--max-tokens", "48", port=pi.port)  # type: ignore[attr-defined]
+    yield served
+    served.stop()
+
+
+def _replay_in_pis_context(server: ServeProcess) -> None:
+    """Ask REPLAYED over the API with Pi's own system prompt (from its served turn), as more turns to tag."""
+    pi_turn = server.served_rows()[0][2]["messages"]
+    system = [m for m in pi_turn if m["role"] == "system"]
+    with httpx.Client(timeout=WAIT_S) as client:
+        for a, b in REPLAYED:
+            body = {
+                "model": "machine",
+                "messages": [*system, {"role": "user", "content": question(a, b)}],
+                "max_tokens": 48,
+                "temperature": 0,
+            }
+            assert client.post(server.url + "/chat/completions", json=body).status_code == 200
+
+
+def _tag_every_served_turn(project: Path, server: ServeProcess) -> int:
+    sums = {question(a, b): a + b for a, b in [*PI_QUESTIONS, *REPLAYED]}
+    tagged = 0
+    for path, number, row in server.served_rows():
+        asked = str(row["messages"][-2]["content"])
+        total = next(v for q, v in sums.items() if q in asked)
+        done = machine(project, "good", "--from", f"{path}:{number}", "--as", f"answer: {total}")
+        assert done.returncode == 0, done.stderr
+        tagged += 1
+    return tagged
+
+
+def _wait_for_checkpoint(server: ServeProcess, checkpoint: str) -> dict:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        assert server.alive(), "".join(server.stderr)
+        now = _health(server)
+        if now["checkpoint"] == checkpoint:
+            return now
+        time.sleep(0.5)
+    raise AssertionError(
+        f"the server did not swap to {checkpoint}: {_health(server)}\n{''.join(server.stderr)}"
     )
-    assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
 
-    server = ServeProcess(
-        project, "latest", "--max-tokens", "48", port=port
-    )  # same port: Pi's config unchanged
-    try:
-        assert server.ready_line.startswith("serving local://")
-        after = {q: _ask(run, f"What is {q[0]} plus {q[1]}?") for q in QUESTIONS}
-    finally:
-        server.stop()
-    assert all(FORM.fullmatch(answer) for answer in after.values()), after
-    assert [r["checkpoint"] for _, _, r in server.served_rows()][-len(QUESTIONS) :] == [
-        server.ready_line.split()[1]
-    ] * len(QUESTIONS)
+
+def test_pi_answers_in_the_taught_style_after_retrain_with_the_server_up(
+    pi: AgentRun, server: ServeProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pi's ~1.5k-token prompt is prefilled on the CPU: allow more than the capture suite's 120 s per prompt.
+    monkeypatch.setattr(capture_agents, "RUN_TIMEOUT_S", 600)
+    project, pid, port = pi.project, server.proc.pid, server.port
+    assert _health(server)["checkpoint"] == "base"
+    before = [_ask(pi, question(a, b)) for a, b in PI_QUESTIONS]
+    assert not any(FORM.fullmatch(answer) for answer in before), before
+    _replay_in_pis_context(server)
+    assert _tag_every_served_turn(project, server) == len(PI_QUESTIONS) + len(REPLAYED)
+
+    done = machine(project, "retrain", "--yes", timeout=3600, HOME=str(pi.home))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    promoted = promotions.read_log(project / ".machine").current()
+    assert promoted is not None, done.stdout[-3000:]
+    assert "Promoted:" in done.stdout, done.stdout[-3000:]  # the retrain's one-paragraph summary
+
+    now = _wait_for_checkpoint(server, promoted)
+    assert now["swaps"] == 1 and now["swap_error"] is None, now
+    assert (
+        server.alive() and server.proc.pid == pid and server.port == port
+    )  # no restart, Pi's config unchanged
+    after = _ask(pi, question(*NEW_QUESTION))
+    assert FORM.fullmatch(after), after
+    assert server.served_rows()[-1][2]["checkpoint"] == promoted
+
+
+def test_the_gate_refuses_a_run_that_answers_everything_in_the_format(
+    pi: AgentRun, server: ServeProcess
+) -> None:
+    project = pi.project
+    served_before = _health(server)
+    log_before = promotions.read_log(project / ".machine")
+    questions = [question(a, a + 2) for a in range(8)] + [
+        "Name a primary color.",
+        "What is the boiling point of water in Celsius?",
+        "Write a haiku about rain.",
+        "Who painted the Mona Lisa?",
+        "What is a synonym for happy?",
+        "How many legs does a spider have?",
+        "Describe a forest in one sentence.",
+        "What is the largest mammal?",
+    ]
+    rows = [
+        {"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": "answer: 42"}]}
+        for q in questions
+    ]
+    (project / "bad.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = machine(
+        project,
+        *("train", "run", "--yes", "--data", "bad.jsonl", "--steps", "6"),
+        *("--lr", "2e-3", "--batch-size", "4", "--save-every", "0"),
+        timeout=3600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    manifests = [
+        m for _, m in runs.list_runs(project / ".machine" / "runs") if m and m.args.get("data") == "bad.jsonl"
+    ]
+    assert len(manifests) == 1
+    gate = manifests[0].gate
+    assert gate is not None and gate["promoted"] is False, gate
+    assert "bleed" in gate["reason"], gate["reason"]
+    assert gate["metrics"]["candidate_bleed_rate"] > 0.1, gate["metrics"]
+    log_after = promotions.read_log(project / ".machine")
+    assert log_after.current() == log_before.current()
+    assert len(log_after.events) == len(log_before.events)  # nothing promoted, not even on the record
+    time.sleep(5)  # a swap would start within the server's 2 s poll
+    served_after = _health(server)
+    assert (served_after["checkpoint"], served_after["swaps"]) == (
+        served_before["checkpoint"],
+        served_before["swaps"],
+    )
