@@ -6,6 +6,8 @@ import { ExecuteCommandRequest, WorkDoneProgress, type LanguageClient, type Work
 import {
   answerAsk,
   ASK_AND_TAG_COMMAND,
+  OFFER_NOTE,
+  withOfferedNote,
   cancelArgs,
   checkpointsFromManifest,
   compareArgs,
@@ -26,6 +28,7 @@ import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownEr
 import type { JobsView } from "./jobsView";
 import type { RunPanel } from "./panel";
 import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
+import { offerNote } from "./sessions";
 import type { TrainingEnvironment } from "./trainingEnv";
 
 class UserCancelled extends Error {}
@@ -115,8 +118,9 @@ export class Commands {
     return ed;
   }
 
-  private async tag(verdict: Verdict, extra: { note?: string; rewrite?: string } = {}): Promise<unknown> {
+  private async tag(verdict: Verdict, extra?: { note?: string; rewrite?: string }): Promise<unknown> {
     const ed = this.activeEditor();
+    extra ??= { note: await offerNote(verdict, `line ${ed.selection.active.line + 1}`) };
     if (ed.document.isDirty) await ed.document.save();
     return this.call(SERVER_COMMANDS.tag, tagArgs({ uri: ed.document.uri.toString(), line: ed.selection.active.line, verdict, ...extra }));
   }
@@ -137,6 +141,11 @@ export class Commands {
 
   /** Runs a server code action that needs a note, a rewrite or a prompt: ask, then call machine.tag. */
   private async askAndTag(kind: unknown, arg: unknown): Promise<unknown> {
+    if (kind === OFFER_NOTE && isObj(arg)) {
+      const verdict = arg.verdict === "bad" ? "bad" : "good";
+      const line = typeof arg.line === "number" ? `line ${arg.line}` : "this row";
+      return this.call(SERVER_COMMANDS.tag, withOfferedNote(arg, await offerNote(verdict, line)));
+    }
     if ((kind !== "note" && kind !== "rewrite" && kind !== "prompt") || !isObj(arg)) throw new Error("bad tag arguments from the server");
     const prompts: Record<AskKind, string> = {
       note: "A note for this tag",

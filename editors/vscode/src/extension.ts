@@ -1,8 +1,9 @@
 /** Entry point of the Machine extension: a client of the machine-lsp language server. */
 import * as vscode from "vscode";
-import { ShowMessageNotification } from "vscode-languageclient/node";
+import { ShowMessageNotification, ShowMessageRequest, type MessageActionItem } from "vscode-languageclient/node";
 import { Commands } from "./commands";
 import { JOB_EVENT_NOTIFICATION, JobsView } from "./jobsView";
+import { confirmationView } from "./logic/client";
 import { RunPanel } from "./panel";
 import { ServerManager } from "./server";
 import { registerTagLastCommands } from "./sessions";
@@ -27,6 +28,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }),
       client.onNotification(ShowMessageNotification.type, (params) => {
         jobs.showServerMessage(params);
+      }),
+      // The server's questions (Run/Cancel of a training run): a modal dialog, not a toast that hides.
+      client.onRequest(ShowMessageRequest.type, async (params): Promise<MessageActionItem | null> => {
+        const view = confirmationView(params.message, params.actions ?? []);
+        const items = view.actions.map((a) => ({ title: a.title, isCloseAffordance: a.close }));
+        const options = { modal: true, detail: view.detail };
+        const pick = params.type === 1 ? await vscode.window.showErrorMessage(view.message, options, ...items) : await vscode.window.showWarningMessage(view.message, options, ...items);
+        return pick ? { title: pick.title } : null;
       }),
     );
   });

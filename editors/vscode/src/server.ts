@@ -13,8 +13,9 @@ import {
   type LanguageClientOptions,
   type ServerOptions,
 } from "vscode-languageclient/node";
-import { ASK_AND_TAG_COMMAND, tagAskKind } from "./logic/args";
-import { folderScope } from "./logic/client";
+import { ASK_AND_TAG_COMMAND, OFFER_NOTE, tagAskKind, tagOffersNote } from "./logic/args";
+import * as readline from "node:readline";
+import { folderScope, stderrLevel } from "./logic/client";
 import { serverShownError } from "./logic/replies";
 import {
   chooseInterpreter,
@@ -36,7 +37,7 @@ export const TINKER_SECRET = "machine.tinkerApiKey";
 function routeAskingActions<T extends vscode.Command | vscode.CodeAction>(item: T): T {
   const cmd: vscode.Command | undefined = item instanceof vscode.CodeAction ? item.command : item;
   if (!cmd || typeof cmd.command !== "string") return item;
-  const ask = tagAskKind(cmd.command, cmd.arguments);
+  const ask = tagAskKind(cmd.command, cmd.arguments) ?? (tagOffersNote(cmd.command, cmd.arguments) ? OFFER_NOTE : undefined);
   if (!ask) return item;
   const routed: vscode.Command = { title: cmd.title, command: ASK_AND_TAG_COMMAND, arguments: [ask, cmd.arguments?.[0]] };
   if (item instanceof vscode.CodeAction) {
@@ -252,6 +253,19 @@ export class ServerManager implements vscode.Disposable {
       // A log channel: the client library traces the protocol when its level is Trace (detail: machine.trace.server).
       traceOutputChannel: this.output,
       initializationOptions: toServerOptions(this.settings),
+      // The client would log every stderr line as an error: a library's warning is a warning (logic/client.ts).
+      stdioOptions: {
+        stdout: (input, channel) => {
+          readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", (line) => {
+            channel.info(line);
+          });
+        },
+        stderr: (input, channel) => {
+          readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", (line) => {
+            channel[stderrLevel(line)](line);
+          });
+        },
+      },
       // Crashes: the client library's own handling (restart up to 4 times in 3 minutes, then tell the user).
       middleware: {
         // Code actions that need an answer (note, rewrite, prompt) run through a client command that asks first.

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { answerAsk, cancelArgs, checkpointsFromManifest, compareArgs, jobArgs, resolvePath, scaffoldArgs, selectionArgs, SERVER_COMMANDS, tagArgs, tagAskKind, validateArgs } from "../../src/logic/args";
+import { answerAsk, cancelArgs, checkpointsFromManifest, compareArgs, jobArgs, resolvePath, scaffoldArgs, selectionArgs, SERVER_COMMANDS, tagArgs, tagAskKind, tagOffersNote, validateArgs, withOfferedNote } from "../../src/logic/args";
 import { DEFAULT_SETTINGS } from "../../src/logic/settings";
 
 test("tag: 0-based editor line becomes the 1-based line the server counts", () => {
@@ -107,4 +107,15 @@ test("code actions that need an answer are recognised; the answer fills the argu
 test("scaffold arguments: engine and model only when set", () => {
   assert.deepEqual(scaffoldArgs(DEFAULT_SETTINGS), {});
   assert.deepEqual(scaffoldArgs({ ...DEFAULT_SETTINGS, engine: "local", baseModel: "m", trainPath: "t.jsonl", threads: 2 }), { engine: "local", model: "m" });
+});
+
+test("a plain tag action offers a note: the typed note is sent, Enter or Escape tags without one", () => {
+  const offered = { uri: "u", line: 3, verdict: "good", offer: "note" };
+  assert.equal(tagOffersNote("machine.tag", [offered]), true);
+  assert.equal(tagOffersNote("machine.tag", [{ uri: "u", line: 3, verdict: "good" }]), false, "no offer: the action runs as it is");
+  assert.equal(tagOffersNote("machine.tag", [{ ...offered, ask: "rewrite" }]), false, "an `ask` must be answered: not a skippable offer");
+  assert.equal(tagOffersNote("machine.untag", [offered]), false);
+  assert.deepEqual(withOfferedNote(offered, "  wrong unit  "), { uri: "u", line: 3, verdict: "good", note: "wrong unit" });
+  assert.deepEqual(withOfferedNote(offered, ""), { uri: "u", line: 3, verdict: "good" });
+  assert.deepEqual(withOfferedNote(offered, undefined), { uri: "u", line: 3, verdict: "good" });
 });
