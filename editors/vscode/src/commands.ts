@@ -30,6 +30,7 @@ import type { RunPanel } from "./panel";
 import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
 import { offerNote } from "./sessions";
 import type { TrainingEnvironment } from "./trainingEnv";
+import { refusedUntilTrusted } from "./trust";
 
 class UserCancelled extends Error {}
 
@@ -50,6 +51,7 @@ export class Commands {
   register(): vscode.Disposable[] {
     const reg = (id: string, fn: (...args: unknown[]) => Promise<unknown>): vscode.Disposable =>
       vscode.commands.registerCommand(id, async (...args: unknown[]) => {
+        if (refusedUntilTrusted(id)) return undefined;
         try {
           return await fn(...args);
         } catch (err) {

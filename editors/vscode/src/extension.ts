@@ -9,6 +9,7 @@ import { ServerManager } from "./server";
 import { registerTagLastCommands } from "./sessions";
 import { ServingView } from "./serving";
 import { SessionsView } from "./sessionsView";
+import { MachineStatus } from "./statusItem";
 import { TrainingEnvironment } from "./trainingEnv";
 
 let server: ServerManager | undefined;
@@ -41,13 +42,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   });
   const commands = new Commands(context, server, jobs, panel, new TrainingEnvironment(context, server));
   const serving = new ServingView(server, commands);
+  const status = new MachineStatus(server, jobs);
+  serving.onServed = (st) => {
+    status.setServed(st);
+  };
   jobs.onEvent((st, ev) => {
     serving.onJobEvent(st, ev);
   });
   server.onClient(() => {
     void serving.refresh();
   });
-  context.subscriptions.push(output, jobs, panel, server, serving, ...commands.register(), ...serving.register());
+  context.subscriptions.push(output, jobs, panel, server, serving, status, ...commands.register(), ...serving.register());
   const sessions = new SessionsView(server);
   context.subscriptions.push(sessions, ...registerTagLastCommands(server, () => {
       sessions.refresh();

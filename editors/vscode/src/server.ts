@@ -31,6 +31,8 @@ import {
   type StartAction,
 } from "./logic/interpreter";
 import { needsRestart, readSettings, toServerOptions, type MachineSettings } from "./logic/settings";
+import type { ServerState } from "./logic/status";
+import { RESTRICTED_NOTICE, restrictedCodeAction } from "./logic/trust";
 
 export const TINKER_SECRET = "machine.tinkerApiKey";
 
@@ -117,6 +119,11 @@ export class ServerManager implements vscode.Disposable {
   private noticeShown = false;
   /** The interpreter the running server uses and what the preflight found in it. */
   runtime: ServerRuntime | undefined;
+  /** The server's state for the status item, and why it is not running when it failed. */
+  state: ServerState = "stopped";
+  problem: string | undefined;
+  serverInfo: string | undefined;
+  private readonly stateListeners: (() => void)[] = [];
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -131,7 +138,22 @@ export class ServerManager implements vscode.Disposable {
       context.secrets.onDidChange((e) => {
         if (e.key === TINKER_SECRET) void this.restart("Tinker key changed");
       }),
+      // Restricted Mode ends: restart with the folder's own settings and everything on.
+      vscode.workspace.onDidGrantWorkspaceTrust(() => {
+        void this.restart("the folder is trusted now");
+      }),
     );
+  }
+
+  /** Called whenever the server's state changes (the status item). */
+  onState(listener: () => void): void {
+    this.stateListeners.push(listener);
+  }
+
+  private setState(state: ServerState, problem?: string): void {
+    this.state = state;
+    this.problem = problem;
+    for (const l of this.stateListeners) l();
   }
 
   /** The bundled server (bundled/libs in the .vsix), when this build has one. */
@@ -209,16 +231,25 @@ export class ServerManager implements vscode.Disposable {
     }
     const folder = workspaceFolder();
     this.settings = currentSettings();
-    await this.watchPythonExtension();
+    this.setState("starting");
+    const trusted = vscode.workspace.isTrusted;
+    if (trusted) await this.watchPythonExtension();
+    else this.output.warn(RESTRICTED_NOTICE);
+    // Untrusted: machine.* are restrictedConfigurations (VS Code reads only the user's values); python.* is not
+    // ours, so only its user value counts, and the Python extension (which may follow the folder) is not asked.
+    const defaultPath = vscode.workspace.getConfiguration("python", folder).inspect<string>("defaultInterpreterPath");
     const interp = chooseInterpreter({
       setting: this.settings.python,
-      pythonExtension: this.settings.python ? undefined : await pythonExtensionInterpreter(this.python, folder?.uri),
-      defaultInterpreterPath: vscode.workspace.getConfiguration("python", folder).get<string>("defaultInterpreterPath"),
+      pythonExtension: this.settings.python || !trusted ? undefined : await pythonExtensionInterpreter(this.python, folder?.uri),
+      defaultInterpreterPath: trusted ? vscode.workspace.getConfiguration("python", folder).get<string>("defaultInterpreterPath") : defaultPath?.globalValue,
       workspaceFolder: folder?.uri.fsPath,
       home: os.homedir(),
     });
     const bundled = this.bundledLibs;
-    const strategy = this.settings.importStrategy;
+    const strategy = trusted ? this.settings.importStrategy : "useBundled";
+    // Untrusted: run outside the folder, so that `python -m` / `-c` (cwd first on sys.path) import no module of it.
+    fs.mkdirSync(this.context.globalStorageUri.fsPath, { recursive: true });
+    const cwd = trusted ? folder?.uri.fsPath : this.context.globalStorageUri.fsPath;
     const base: Record<string, string | undefined> = { ...process.env };
     if (!base.TINKER_API_KEY) {
       const key = await this.context.secrets.get(TINKER_SECRET);
@@ -226,13 +257,14 @@ export class ServerManager implements vscode.Disposable {
     }
     const env = serverEnv(strategy, bundled, base);
     this.output.info(`interpreter: ${interp.command} (${interp.source}); importStrategy ${strategy}${strategy === "useBundled" ? (bundled ? `, bundled server ${bundled}` : ", no bundled server in this build") : ""}`);
-    const outcome = await runPreflight(interp, folder?.uri.fsPath, env);
+    const outcome = await runPreflight(interp, cwd, env);
     const report = parsePreflight(outcome);
     this.runtime = { interpreter: interp, report };
     if (report) this.output.debug(`preflight: Python ${report.version.join(".")} at ${report.executable}; server importable ${report.server}; training modules missing: ${report.missing_training.join(", ") || "none"}`);
     const problem = explainPreflight(interp, strategy, bundled !== undefined, outcome);
     if (problem) {
       this.output.error(`cannot start the server: ${problem.message}`);
+      this.setState("failed", problem.message);
       void this.reportStartProblem(problem.message, problem.actions);
       return undefined;
     }
@@ -240,7 +272,7 @@ export class ServerManager implements vscode.Disposable {
     const serverOptions: ServerOptions = {
       command: interp.command,
       args: serverArgs(), // stdio; no transport kind, which would append --stdio
-      options: { cwd: folder?.uri.fsPath, env },
+      options: { cwd, env },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
@@ -269,16 +301,23 @@ export class ServerManager implements vscode.Disposable {
       // Crashes: the client library's own handling (restart up to 4 times in 3 minutes, then tell the user).
       middleware: {
         // Code actions that need an answer (note, rewrite, prompt) run through a client command that asks first.
+        // Restricted Mode: quick fixes keep their edits; commands (tags write the store, jobs run) wait for trust.
         provideCodeActions: async (document, range, context, token, next) => {
           const items = await next(document, range, context, token);
+          if (!vscode.workspace.isTrusted) return items?.map((i) => restrictedCodeAction(i)).filter((i) => i !== undefined);
           return items?.map(routeAskingActions);
         },
         resolveCodeAction: async (item, token, next) => {
           const resolved = await next(item, token);
+          if (!vscode.workspace.isTrusted) return resolved ? restrictedCodeAction(resolved) : resolved;
           return resolved ? routeAskingActions(resolved) : resolved;
         },
         // A user error the server has shown already (one line): logged once, not shown a second time.
         executeCommand: async (command, args) => {
+          if (!vscode.workspace.isTrusted) {
+            void vscode.window.showWarningMessage(`Machine: ${command} is off in Restricted Mode. Trust the folder to use it.`);
+            return undefined;
+          }
           try {
             return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as unknown;
           } catch (err) {
@@ -300,11 +339,20 @@ export class ServerManager implements vscode.Disposable {
       await client.start();
     } catch (err) {
       this.output.error(`the server did not start: ${String(err)}`);
+      this.setState("failed", `the server did not start: ${String(err)}`);
       void this.reportStartProblem(`machine-lsp failed to start with ${interp.command}: ${String(err)}`, ["Set Interpreter", "Show Log"]);
       return undefined;
     }
     const info = client.initializeResult?.serverInfo;
     this.output.info(`server started: ${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`);
+    this.serverInfo = `${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`.trim();
+    this.setState("running");
+    client.onDidChangeState((e) => {
+      if (this.client !== client) return;
+      if (e.newState === State.Running) this.setState("running");
+      else if (e.newState === State.Starting) this.setState("starting");
+      else this.setState("stopped");
+    });
     for (const l of this.clientListeners) l(client);
     return client;
   }
@@ -344,6 +392,7 @@ export class ServerManager implements vscode.Disposable {
     const client = this.client;
     this.client = undefined;
     if (!client) return;
+    this.setState("stopped");
     try {
       if (client.state !== State.Stopped) await client.stop(5000);
     } catch (err) {

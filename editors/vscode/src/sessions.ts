@@ -8,6 +8,7 @@ import type { MachineCommandReplies, TagPreview, TagReply } from "./generated/re
 import { noteBox } from "./logic/args";
 import { previewText, SESSION_COMMANDS, SESSION_UI_COMMANDS, type Verdict } from "./logic/sessions";
 import type { ServerManager } from "./server";
+import { refusedUntilTrusted } from "./trust";
 
 export type SessionCommand = (typeof SESSION_COMMANDS)[keyof typeof SESSION_COMMANDS];
 
@@ -43,6 +44,7 @@ export async function tagLastTurn(server: ServerManager, verdict: Verdict, from 
 export function registerTagLastCommands(server: ServerManager, onTagged: () => void): vscode.Disposable[] {
   const command = (id: string, verdict: Verdict): vscode.Disposable =>
     vscode.commands.registerCommand(id, async () => {
+      if (refusedUntilTrusted(id)) return;
       try {
         if (await tagLastTurn(server, verdict)) onTagged();
       } catch (err) {

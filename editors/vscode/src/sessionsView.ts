@@ -8,6 +8,7 @@ import * as vscode from "vscode";
 import type { SessionEntry, SessionTurn } from "./generated/replies";
 import { fromSpec, recordSources, revealTarget, SESSION_COMMANDS, SESSION_UI_COMMANDS, SESSIONS_VIEW, sessionView, turnView, type NodeView, type RecordSources, type Verdict } from "./logic/sessions";
 import type { ServerManager } from "./server";
+import { refusedUntilTrusted } from "./trust";
 import { callServer, offerNote } from "./sessions";
 
 type Node = { kind: "session"; session: SessionEntry } | { kind: "turn"; session: SessionEntry; turn: SessionTurn } | { kind: "message"; text: string };
@@ -34,8 +35,9 @@ export class SessionsView implements vscode.TreeDataProvider<Node>, vscode.Dispo
       vscode.commands.registerCommand(SESSION_UI_COMMANDS.refresh, () => {
         this.refresh();
       }),
-      vscode.commands.registerCommand(SESSION_UI_COMMANDS.tagGood, (node: Node) => this.tag(node, "good")),
-      vscode.commands.registerCommand(SESSION_UI_COMMANDS.tagBad, (node: Node) => this.tag(node, "bad")),
+      vscode.commands.registerCommand(SESSION_UI_COMMANDS.tagGood, (node: Node) => (refusedUntilTrusted(SESSION_UI_COMMANDS.tagGood) ? undefined : this.tag(node, "good"))),
+      vscode.commands.registerCommand(SESSION_UI_COMMANDS.tagBad, (node: Node) => (refusedUntilTrusted(SESSION_UI_COMMANDS.tagBad) ? undefined : this.tag(node, "bad"))),
+      vscode.workspace.onDidGrantWorkspaceTrust(changed),
       vscode.commands.registerCommand(SESSION_UI_COMMANDS.openTurn, (node: Node) => this.open(node)),
     );
   }
@@ -57,6 +59,8 @@ export class SessionsView implements vscode.TreeDataProvider<Node>, vscode.Dispo
   }
 
   async getChildren(node?: Node): Promise<Node[]> {
+    // Restricted Mode: the view is empty and its welcome content says why (package.json viewsWelcome).
+    if (!vscode.workspace.isTrusted) return [];
     try {
       if (!node) {
         const reply = await callServer(this.server, SESSION_COMMANDS.sessions, { limit: 30 });
