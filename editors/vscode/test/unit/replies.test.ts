@@ -22,11 +22,11 @@ test("tagged records become quick-pick items at their source line", () => {
     warnings: [],
     records: [
       {
-        id: "r1", verdict: "good", note: "concise", answer: "answer:\n 4", rewritten: true, trace: false, created_at: "2026-11-30T10:00:00Z",
+        id: "r1", verdict: "good", note: "concise", answer: "answer:\n 4", rewritten: true, trace: false, created_at: "2026-11-30T10:00:00Z", prompt: "2+2?",
         source: { kind: "chat_jsonl", uri: "file:///ws/chat.jsonl", line: 3 },
       },
       {
-        id: "r2", verdict: "bad", note: "", answer: "no", rewritten: false, trace: true, created_at: "2026-11-30T10:00:01Z",
+        id: "r2", verdict: "bad", note: "", answer: "no", rewritten: false, trace: true, created_at: "2026-11-30T10:00:01Z", prompt: "Is it raining?\n Answer yes or no.",
         source: { kind: "session_log", uri: "file:///ws/s.jsonl", line: null, entry_id: "ab12cd34" },
       },
     ],
