@@ -24,11 +24,12 @@ import {
   type Verdict,
 } from "./logic/args";
 import { compareView } from "./logic/compare";
-import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownError, taggedItems, type ReplyOf } from "./logic/replies";
+import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownError, type ReplyOf } from "./logic/replies";
 import type { JobsView } from "./jobsView";
 import type { RunPanel } from "./panel";
 import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
 import { offerNote } from "./sessions";
+import type { TaggedView } from "./taggedView";
 import type { TrainingEnvironment } from "./trainingEnv";
 import { refusedUntilTrusted } from "./trust";
 
@@ -46,6 +47,7 @@ export class Commands {
     private readonly jobs: JobsView,
     private readonly panel: RunPanel,
     private readonly training: TrainingEnvironment,
+    private readonly tagged: TaggedView,
   ) {}
 
   register(): vscode.Disposable[] {
@@ -206,13 +208,7 @@ export class Commands {
       void vscode.window.showInformationMessage("Machine: nothing is tagged yet.");
       return;
     }
-    const items = taggedItems(reply, (uri) => path.basename(vscode.Uri.parse(uri).fsPath));
-    const pick = await vscode.window.showQuickPick(items, { title: `Machine: ${items.length} tagged rows`, matchOnDetail: true, matchOnDescription: true });
-    if (pick) {
-      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(pick.uri));
-      const line = Math.max(0, (pick.line ?? 1) - 1);
-      await vscode.window.showTextDocument(doc, { selection: new vscode.Range(line, 0, line, 0) });
-    }
+    await this.tagged.show(); // the table: prompt, answer, verdict, note, harness, when; search; untag/retag
   }
 
   private async showDataPath(): Promise<void> {

@@ -9,6 +9,7 @@ import { ServerManager } from "./server";
 import { registerTagLastCommands } from "./sessions";
 import { ServingView } from "./serving";
 import { SessionsView } from "./sessionsView";
+import { TaggedView } from "./taggedView";
 import { MachineStatus } from "./statusItem";
 import { TrainingEnvironment } from "./trainingEnv";
 
@@ -40,7 +41,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       }),
     );
   });
-  const commands = new Commands(context, server, jobs, panel, new TrainingEnvironment(context, server));
+  const tagged = new TaggedView(context.extensionUri, server);
+  const commands = new Commands(context, server, jobs, panel, new TrainingEnvironment(context, server), tagged);
   const serving = new ServingView(server, commands);
   const status = new MachineStatus(server, jobs);
   serving.onServed = (st) => {
@@ -52,7 +54,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   server.onClient(() => {
     void serving.refresh();
   });
-  context.subscriptions.push(output, jobs, panel, server, serving, status, ...commands.register(), ...serving.register());
+  context.subscriptions.push(output, jobs, panel, server, serving, status, tagged, ...commands.register(), ...serving.register());
   const sessions = new SessionsView(server);
   context.subscriptions.push(sessions, ...registerTagLastCommands(server, () => {
       sessions.refresh();

@@ -369,12 +369,20 @@ async function main() {
   const dataText = (await dataToast.innerText()).replace(/\s+/g, " ");
   check("Show Data Path names the store and its counts", dataText.includes(path.join(ws, ".machine", "tagged.jsonl")) && /good 2/.test(dataText) && /bad 1/.test(dataText), dataText.slice(0, 160));
   await palette("Machine: Show Tagged Rows");
-  const taggedRows = await poll("the tagged rows in a quick pick", async () => {
-    const rows = await quickInput.locator(".monaco-list-row").allInnerTexts();
-    return rows.length >= 3 && rows.some((t) => t.includes("chats.jsonl:1")) ? rows : undefined;
-  }, 20_000).catch(async () => quickInput.locator(".monaco-list-row").allInnerTexts());
-  check("Show Tagged Rows lists the 3 tagged rows", taggedRows.length === 3 && taggedRows.some((t) => t.includes("chats.jsonl:2") && t.includes("terse and right")), taggedRows.map((t) => t.replace(/\s+/g, " ")).join(" | "));
-  await page.keyboard.press("Escape");
+  // A table (a webview): prompt, answer, verdict, note, harness, when, source; the search box filters it.
+  const taggedFrame = page.frameLocator("iframe.webview.ready").frameLocator("iframe#active-frame");
+  const tableRows = taggedFrame.locator("#tagged tbody tr");
+  await poll("the tagged rows in the table", async () => (await tableRows.count()) === 3, 30_000);
+  const taggedRows = await tableRows.allInnerTexts();
+  check("Show Tagged Rows draws a table of the 3 rows with their prompts and notes", taggedRows.some((t) => t.includes("chats.jsonl:2") && t.includes("terse and right")) && taggedRows.every((t) => /\?/.test(t) && /\d{4}-\d\d-\d\d \d\d:\d\d/.test(t)), taggedRows.map((t) => t.replace(/\s+/g, " ")).join(" | ").slice(0, 300));
+  await taggedFrame.locator("#search").fill("terse bad");
+  await poll("the search to leave no row", async () => (await tableRows.count()) === 0, 10_000);
+  await taggedFrame.locator("#search").fill("terse good");
+  await poll("the search to leave one row", async () => (await tableRows.count()) === 1, 10_000);
+  check("the table's search filters by words and verdict", (await taggedFrame.locator("#count").innerText()).includes("1 of 3"), await taggedFrame.locator("#count").innerText());
+  await shot("04b-tagged-table");
+  await palette("View: Close Editor");
+  await page.locator(".tabs-container .tab", { hasText: "chats.jsonl" }).first().click();
 
   // 4c. Tag Selection… in a non-JSONL file: the selection is the answer, the prompt comes from an input box.
   await openFile("notes.md");
