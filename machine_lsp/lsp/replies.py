@@ -62,7 +62,9 @@ class TaggedRecord(msgspec.Struct):
     rewritten: bool
     trace: bool
     created_at: str
-    prompt: str = ""  # the user message the answer follows, first 200 characters (two "answer: 62" rows differ here)
+    prompt: str = (
+        ""  # the user message the answer follows, first 200 characters (two "answer: 62" rows differ here)
+    )
 
 
 class TaggedReply(msgspec.Struct):
