@@ -506,11 +506,17 @@ async function main() {
   const serveJobItem = page.locator(".statusbar-item", { hasText: /Machine: serve · serving at 127\.0\.0\.1:\d+/ }).first();
   await serveJobItem.waitFor({ timeout: 30_000 });
   const spinners = await serveJobItem.locator(".codicon-modifier-spin, .codicon-loading").count();
-  check("the Machine status item names the served checkpoint and the serve job no longer spins", spinners === 0, `${(await machineItem.innerText()).trim()} | ${(await serveJobItem.innerText()).trim()}`);
+  // The serve job's work-done progress ("Serve base: starting" in the status bar) ends once it serves.
+  const serveProgress = page.locator(".statusbar-item", { hasText: /Serve base/ });
+  await poll("the serve job's progress to end", async () => (await serveProgress.count()) === 0, 30_000).catch(() => undefined);
+  const progressLeft = await serveProgress.allInnerTexts();
+  check("the Machine status item names the served checkpoint; neither the serve job's item nor its progress spins", spinners === 0 && progressLeft.length === 0, `${(await machineItem.innerText()).trim()} | ${(await serveJobItem.innerText()).trim()} | progress: ${progressLeft.join(", ") || "none"}`);
   await machineItem.click();
-  const outputLog = page.locator(".part.panel .monaco-editor", { hasText: /interpreter: / }).first();
+  // The Machine output channel (its latest lines: the log is longer than the panel).
+  const outputLog = page.locator(".part.panel .monaco-editor", { hasText: /\[info\]/ }).first();
   await outputLog.waitFor({ timeout: 20_000 });
-  check("clicking the Machine status item shows the server log", true);
+  const channel = await page.locator(".part.panel select.monaco-select-box").first().evaluate((el) => el.options[el.selectedIndex]?.text ?? "").catch(() => "");
+  check("clicking the Machine status item shows the server log", channel === "Machine", `channel ${channel}`);
   await servedItem.click();
   await quickInput.locator(".monaco-list-row", { hasText: "Stop Serving" }).first().waitFor({ timeout: 20_000 });
   await typeInQuickInput("Stop Serving");
