@@ -515,7 +515,7 @@ async function main() {
   // The Machine output channel (its latest lines: the log is longer than the panel).
   const outputLog = page.locator(".part.panel .monaco-editor", { hasText: /\[info\]/ }).first();
   await outputLog.waitFor({ timeout: 20_000 });
-  const channel = await page.locator(".part.panel select.monaco-select-box").first().evaluate((el) => el.options[el.selectedIndex]?.text ?? "").catch(() => "");
+  const channel = await page.locator(".part.panel .monaco-select-box").first().evaluate((el) => (el.tagName === "SELECT" ? (el.options[el.selectedIndex]?.text ?? "") : (el.getAttribute("title") ?? el.textContent ?? "")).trim()).catch((e) => `(no channel picker: ${e.message})`);
   check("clicking the Machine status item shows the server log", channel === "Machine", `channel ${channel}`);
   await servedItem.click();
   await quickInput.locator(".monaco-list-row", { hasText: "Stop Serving" }).first().waitFor({ timeout: 20_000 });
