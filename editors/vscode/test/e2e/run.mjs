@@ -381,8 +381,12 @@ async function main() {
   await poll("the search to leave one row", async () => (await tableRows.count()) === 1, 10_000);
   check("the table's search filters by words and verdict", (await taggedFrame.locator("#count").innerText()).includes("1 of 3"), await taggedFrame.locator("#count").innerText());
   await shot("04b-tagged-table");
-  await palette("View: Close Editor");
-  await page.locator(".tabs-container .tab", { hasText: "chats.jsonl" }).first().click();
+  // Close the table by its tab (the palette's "View: Close Editor" also matched commands that close every editor).
+  const taggedTab = page.locator(".tabs-container .tab", { hasText: "Machine: Tagged Rows" }).first();
+  await taggedTab.hover();
+  await taggedTab.locator(".codicon-close").first().click();
+  await taggedTab.waitFor({ state: "hidden", timeout: 10_000 });
+  await openFile("chats.jsonl");
 
   // 4c. Tag Selection… in a non-JSONL file: the selection is the answer, the prompt comes from an input box.
   await openFile("notes.md");
