@@ -11,6 +11,7 @@ import {
   LanguageClient,
   State,
   type LanguageClientOptions,
+  type Middleware,
   type ServerOptions,
 } from "vscode-languageclient/node";
 import { ASK_AND_TAG_COMMAND, OFFER_NOTE, tagAskKind, tagOffersNote } from "./logic/args";
@@ -222,6 +223,56 @@ export class ServerManager implements vscode.Disposable {
 
   private async start(): Promise<LanguageClient | undefined> {
     await this.stop(); // a client the library gave up restarting: dispose of it before starting anew
+    this.tellFolderScope();
+    const folder = workspaceFolder();
+    this.settings = currentSettings();
+    this.setState("starting");
+    const { interp, strategy, bundled, cwd, env } = await this.launchPlan(folder);
+    this.output.info(`interpreter: ${interp.command} (${interp.source}); importStrategy ${strategy}${strategy === "useBundled" ? (bundled ? `, bundled server ${bundled}` : ", no bundled server in this build") : ""}`);
+    const outcome = await runPreflight(interp, cwd, env);
+    const report = parsePreflight(outcome);
+    this.runtime = { interpreter: interp, report };
+    if (report) this.output.debug(`preflight: Python ${report.version.join(".")} at ${report.executable}; server importable ${report.server}; training modules missing: ${report.missing_training.join(", ") || "none"}`);
+    const problem = explainPreflight(interp, strategy, bundled !== undefined, outcome);
+    if (problem) {
+      this.output.error(`cannot start the server: ${problem.message}`);
+      this.setState("failed", problem.message);
+      void this.reportStartProblem(problem.message, problem.actions);
+      return undefined;
+    }
+
+    const serverOptions: ServerOptions = {
+      command: interp.command,
+      args: serverArgs(), // stdio; no transport kind, which would append --stdio
+      options: { cwd, env },
+    };
+    const clientOptions = this.clientOptions(folder, () => client);
+    const client = new LanguageClient("machine", "Machine", serverOptions, clientOptions);
+    this.client = client;
+    try {
+      await client.start();
+    } catch (err) {
+      this.output.error(`the server did not start: ${String(err)}`);
+      this.setState("failed", `the server did not start: ${String(err)}`);
+      void this.reportStartProblem(`machine-lsp failed to start with ${interp.command}: ${String(err)}`, ["Set Interpreter", "Show Log"]);
+      return undefined;
+    }
+    const info = client.initializeResult?.serverInfo;
+    this.output.info(`server started: ${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`);
+    this.serverInfo = `${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`.trim();
+    this.setState("running");
+    client.onDidChangeState((e) => {
+      if (this.client !== client) return;
+      if (e.newState === State.Running) this.setState("running");
+      else if (e.newState === State.Starting) this.setState("starting");
+      else this.setState("stopped");
+    });
+    for (const l of this.clientListeners) l(client);
+    return client;
+  }
+
+  /** Once per window with several folders: which project the server serves (logic/client.ts folderScope). */
+  private tellFolderScope(): void {
     const folders = vscode.workspace.workspaceFolders ?? [];
     const scope = folderScope(folders.map((f) => ({ name: f.name, fsPath: f.uri.fsPath })));
     if (scope.notice && !this.noticeShown) {
@@ -229,9 +280,13 @@ export class ServerManager implements vscode.Disposable {
       this.output.warn(scope.notice);
       void vscode.window.showWarningMessage(`Machine: ${scope.notice}`);
     }
-    const folder = workspaceFolder();
-    this.settings = currentSettings();
-    this.setState("starting");
+  }
+
+  /**
+   * Which interpreter runs the server, from where and with which environment. Untrusted (Restricted Mode): the
+   * user's settings only, the bundled server, and a working directory outside the folder.
+   */
+  private async launchPlan(folder: vscode.WorkspaceFolder | undefined): Promise<{ interp: Interpreter; strategy: "useBundled" | "fromEnvironment"; bundled: string | undefined; cwd: string | undefined; env: Record<string, string> }> {
     const trusted = vscode.workspace.isTrusted;
     if (trusted) await this.watchPythonExtension();
     else this.output.warn(RESTRICTED_NOTICE);
@@ -256,25 +311,12 @@ export class ServerManager implements vscode.Disposable {
       if (key) base.TINKER_API_KEY = key; // only into the child's environment; never logged or sent as a setting
     }
     const env = serverEnv(strategy, bundled, base);
-    this.output.info(`interpreter: ${interp.command} (${interp.source}); importStrategy ${strategy}${strategy === "useBundled" ? (bundled ? `, bundled server ${bundled}` : ", no bundled server in this build") : ""}`);
-    const outcome = await runPreflight(interp, cwd, env);
-    const report = parsePreflight(outcome);
-    this.runtime = { interpreter: interp, report };
-    if (report) this.output.debug(`preflight: Python ${report.version.join(".")} at ${report.executable}; server importable ${report.server}; training modules missing: ${report.missing_training.join(", ") || "none"}`);
-    const problem = explainPreflight(interp, strategy, bundled !== undefined, outcome);
-    if (problem) {
-      this.output.error(`cannot start the server: ${problem.message}`);
-      this.setState("failed", problem.message);
-      void this.reportStartProblem(problem.message, problem.actions);
-      return undefined;
-    }
+    return { interp, strategy, bundled, cwd, env };
+  }
 
-    const serverOptions: ServerOptions = {
-      command: interp.command,
-      args: serverArgs(), // stdio; no transport kind, which would append --stdio
-      options: { cwd, env },
-    };
-    const clientOptions: LanguageClientOptions = {
+  /** The language client's options: documents, logs, stderr levels, and the middleware (asking actions, trust). */
+  private clientOptions(folder: vscode.WorkspaceFolder | undefined, client: () => LanguageClient): LanguageClientOptions {
+    return {
       documentSelector: [
         { scheme: "file", language: "jsonl" },
         { scheme: "file", pattern: "**/*.jsonl" },
@@ -299,62 +341,45 @@ export class ServerManager implements vscode.Disposable {
         },
       },
       // Crashes: the client library's own handling (restart up to 4 times in 3 minutes, then tell the user).
-      middleware: {
-        // Code actions that need an answer (note, rewrite, prompt) run through a client command that asks first.
-        // Restricted Mode: quick fixes keep their edits; commands (tags write the store, jobs run) wait for trust.
-        provideCodeActions: async (document, range, context, token, next) => {
-          const items = await next(document, range, context, token);
-          if (!vscode.workspace.isTrusted) return items?.map((i) => restrictedCodeAction(i)).filter((i) => i !== undefined);
-          return items?.map(routeAskingActions);
-        },
-        resolveCodeAction: async (item, token, next) => {
-          const resolved = await next(item, token);
-          if (!vscode.workspace.isTrusted) return resolved ? restrictedCodeAction(resolved) : resolved;
-          return resolved ? routeAskingActions(resolved) : resolved;
-        },
-        // A user error the server has shown already (one line): logged once, not shown a second time.
-        executeCommand: async (command, args) => {
-          if (!vscode.workspace.isTrusted) {
-            void vscode.window.showWarningMessage(`Machine: ${command} is off in Restricted Mode. Trust the folder to use it.`);
-            return undefined;
-          }
-          try {
-            return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as unknown;
-          } catch (err) {
-            const shown = serverShownError(err);
-            if (shown === undefined) throw err;
-            this.output.info(`${command}: ${shown}`);
-            return undefined;
-          }
-        },
-      },
+      middleware: this.middleware(client),
       initializationFailedHandler: (error) => {
         this.output.error(`initialize failed: ${String(error)}`);
         return false;
       },
     };
-    const client = new LanguageClient("machine", "Machine", serverOptions, clientOptions);
-    this.client = client;
-    try {
-      await client.start();
-    } catch (err) {
-      this.output.error(`the server did not start: ${String(err)}`);
-      this.setState("failed", `the server did not start: ${String(err)}`);
-      void this.reportStartProblem(`machine-lsp failed to start with ${interp.command}: ${String(err)}`, ["Set Interpreter", "Show Log"]);
-      return undefined;
-    }
-    const info = client.initializeResult?.serverInfo;
-    this.output.info(`server started: ${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`);
-    this.serverInfo = `${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`.trim();
-    this.setState("running");
-    client.onDidChangeState((e) => {
-      if (this.client !== client) return;
-      if (e.newState === State.Running) this.setState("running");
-      else if (e.newState === State.Starting) this.setState("starting");
-      else this.setState("stopped");
-    });
-    for (const l of this.clientListeners) l(client);
-    return client;
+  }
+
+  /** Code actions that ask route through the asking command; Restricted Mode drops commands; errors shown once. */
+  private middleware(client: () => LanguageClient): Middleware {
+    return {
+      // Code actions that need an answer (note, rewrite, prompt) run through a client command that asks first.
+      // Restricted Mode: quick fixes keep their edits; commands (tags write the store, jobs run) wait for trust.
+      provideCodeActions: async (document, range, context, token, next) => {
+        const items = await next(document, range, context, token);
+        if (!vscode.workspace.isTrusted) return items?.map((i) => restrictedCodeAction(i)).filter((i) => i !== undefined);
+        return items?.map(routeAskingActions);
+      },
+      resolveCodeAction: async (item, token, next) => {
+        const resolved = await next(item, token);
+        if (!vscode.workspace.isTrusted) return resolved ? restrictedCodeAction(resolved) : resolved;
+        return resolved ? routeAskingActions(resolved) : resolved;
+      },
+      // A user error the server has shown already (one line): logged once, not shown a second time.
+      executeCommand: async (command, args) => {
+        if (!vscode.workspace.isTrusted) {
+          void vscode.window.showWarningMessage(`Machine: ${command} is off in Restricted Mode. Trust the folder to use it.`);
+          return undefined;
+        }
+        try {
+          return (await client().sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as unknown;
+        } catch (err) {
+          const shown = serverShownError(err);
+          if (shown === undefined) throw err;
+          this.output.info(`${command}: ${shown}`);
+          return undefined;
+        }
+      },
+    };
   }
 
   private async reportStartProblem(message: string, actions: StartAction[]): Promise<void> {
