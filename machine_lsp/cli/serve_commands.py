@@ -16,6 +16,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -42,7 +43,8 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         default="latest",
         metavar="CHECKPOINT",
         help="latest (default: the newest training run's last checkpoint), promoted (what the eval gate or "
-        "`machine train promote` promoted; base when none), base, local://RUN/NAME or a directory",
+        "`machine train promote` promoted; base when none), base, local://RUN/NAME or a directory; latest and "
+        "promoted are followed: a new checkpoint is swapped in with no restart",
     )
     serve.add_argument("--port", type=int, default=agents.DEFAULT_PORT, metavar="P")
     serve.add_argument("--host", default="127.0.0.1", metavar="H", help="non-loopback hosts need --api-key")
@@ -72,8 +74,16 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     )
     serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
     serve.add_argument("--no-merge", action="store_true", help="keep the LoRA adapter unmerged (slower)")
+    serve.add_argument(
+        "--no-follow",
+        action="store_true",
+        help="promoted/latest: keep the checkpoint loaded at start (default: swap in each new one, no restart)",
+    )
     serve.set_defaults(func=_serve)
+    _register_use(sub)
 
+
+def _register_use(sub: argparse._SubParsersAction) -> None:
     use = sub.add_parser("use", help="print (or --write) an agent's config to use a checkpoint")
     use.add_argument(
         "checkpoint", metavar="CHECKPOINT", help="latest, promoted, base, local://RUN/NAME or tinker://…"
@@ -148,7 +158,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     from machine_lsp.engines.base import EngineError
     from machine_lsp.serve import generation
-    from machine_lsp.serve.served_log import ServedLog
 
     err.print(f"loading {escape(target.address)} ({escape(target.base_model)}) …")
     try:
@@ -159,7 +168,26 @@ def _serve(args: argparse.Namespace) -> int:
         sock.close()
         err.print(f"machine serve: {escape(str(exc))}")
         return EXIT_USAGE
-    settings = server.ServeSettings(
+    settings, follow = _settings(args, target, machine_dir), _following(args, machine_dir)
+
+    def ready(url: str) -> None:
+        log = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
+        print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
+
+    _log_to(err)
+    serving = functools.partial(
+        server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, **follow
+    )
+    asyncio.run(_until_signalled(serving))
+    err.print("machine serve: stopped")
+    return EXIT_OK
+
+
+def _settings(args: argparse.Namespace, target: Target, machine_dir: Path) -> Any:
+    from machine_lsp.serve import server
+    from machine_lsp.serve.served_log import ServedLog
+
+    return server.ServeSettings(
         model_name=agents.MODEL_ID,
         checkpoint=target.address,
         api_key=args.api_key or None,
@@ -169,15 +197,20 @@ def _serve(args: argparse.Namespace) -> int:
         log=None if args.no_log else ServedLog(machine_dir),
     )
 
-    def ready(url: str) -> None:
-        log = "" if args.no_log else f"; exchanges -> {machine_dir / 'served'}/"
-        print(f"serving {target.address} as model '{agents.MODEL_ID}' at {url}/v1{log}", flush=True)
 
-    _log_to(err)
-    serving = functools.partial(server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready)
-    asyncio.run(_until_signalled(serving))
-    err.print("machine serve: stopped")
-    return EXIT_OK
+def _following(args: argparse.Namespace, machine_dir: Path) -> dict[str, Any]:
+    """`server.run`'s follow/load arguments: `promoted` and `latest` follow the store unless --no-follow."""
+    from machine_lsp.serve import generation, swap
+
+    if args.no_follow or args.checkpoint not in swap.FOLLOWED:
+        return {}
+
+    def load(target: Target) -> generation.Loaded:
+        return generation.load(
+            target.directory, base_model=target.base_model, merge=not args.no_merge, store_root=machine_dir
+        )
+
+    return {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load}
 
 
 class _ConsoleLog(logging.Handler):

@@ -22,6 +22,7 @@ __all__ = [
     "Log",
     "Progress",
     "Ready",
+    "SWAP_FAILED",
     "Start",
     "Step",
     "decode_event",
@@ -85,9 +86,16 @@ class Eval(_Event, tag="eval"):
     bleed_rate: float | None = None
 
 
+SWAP_FAILED = (
+    "swap failed: "  # how a ``log`` warning of a ``serve`` job says a swap failed (the old one serves)
+)
+
+
 class Ready(_Event, tag="ready"):
     """A long-lived job (the ``serve`` verb) is up: ``url`` is where it answers (``http://127.0.0.1:PORT``).
-    The job runs on until it is cancelled; its ``done`` event comes after it stopped."""
+    The job runs on until it is cancelled; its ``done`` event comes after it stopped. A ``serve`` job that follows
+    `promoted` or `latest` emits ``ready`` again after each swap (``name``: the checkpoint now served, ``message``:
+    the swap's line), and a ``log`` warning starting with ``SWAP_FAILED`` when one fails."""
 
     url: str
     name: str = ""  # what is served (the checkpoint address)

@@ -37,6 +37,7 @@ class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
     max_tokens: int = 1024
     temperature: float = 0.0
     no_log: bool = False
+    follow: bool = True  # promoted/latest: swap in each newly promoted (or trained) checkpoint
 
 
 class TinkerServeArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -92,19 +93,49 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
             ev.Ready(url=url, name=target.address, message=f"serving {target.address} at {url}/v1{where}")
         )
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):  # a cancel stops the HTTP server cleanly
-            loop.add_signal_handler(sig, stop.set)
-        watch = asyncio.ensure_future(_stop_when_orphaned(stop))
-        try:
-            await server.run(sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, stop=stop)
-        finally:
-            watch.cancel()
+    following = _following(ctx, args, machine_dir, served)
+    asyncio.run(
+        _until_stopped(
+            server.run, sock, loaded, settings, max_batch=args.max_batch, on_ready=ready, **following
+        )
+    )
+    return served, f"stopped serving {served['checkpoint']}"
 
-    asyncio.run(main())
-    return served, f"stopped serving {target.address}"
+
+async def _until_stopped(run: Any, *args: Any, **kwargs: Any) -> None:
+    """`run(*args, stop=…, **kwargs)` until SIGINT/SIGTERM (a cancel stops the HTTP server cleanly) or the
+    language server that started the job is gone."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    watch = asyncio.ensure_future(_stop_when_orphaned(stop))
+    try:
+        await run(*args, stop=stop, **kwargs)
+    finally:
+        watch.cancel()
+
+
+def _following(ctx: JobContext, args: ServeArgs, machine_dir: Any, served: dict[str, Any]) -> dict[str, Any]:
+    """`server.run`'s follow arguments for `promoted`/`latest` (none for a fixed checkpoint or `follow: false`): a
+    swap is announced as the server being ready again, on the new checkpoint; a failed one as a warning."""
+    from machine_lsp.serve import generation, swap
+    from machine_lsp.serve.checkpoints import Target
+
+    if not args.follow or args.checkpoint not in swap.FOLLOWED:
+        return {}
+
+    def swapped(checkpoint: str | None, line: str) -> None:
+        if checkpoint is None:
+            ctx.emit(ev.Log(message=ev.SWAP_FAILED + line, level="warning"))
+            return
+        served["checkpoint"] = checkpoint
+        ctx.emit(ev.Ready(url=served["url"], name=checkpoint, message=line))
+
+    def load(new: Target) -> generation.Loaded:
+        return generation.load(new.directory, base_model=new.base_model, store_root=machine_dir)
+
+    return {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load, "on_swap": swapped}
 
 
 async def _stop_when_orphaned(stop: asyncio.Event, every_s: float = 1.0) -> None:

@@ -264,6 +264,11 @@ class ServeReply(msgspec.Struct, kw_only=True):
     pid: int | None = None
     served_dir: str | None = None  # where every answered exchange is appended (chat JSONL)
     already_running: bool = False  # a start that found this server running (nothing new was started)
+    # `promoted`/`latest` follow the store: `checkpoint` is the one answering now; `swaps` counts the checkpoints
+    # swapped in since the server started, `last_swap` is the last swap's line ("swapped: now serving X (was Y; …)"
+    # or "swap failed: …; still serving Y"). Each swap also comes as a `machine/jobEvent` `ready` (name: the new one).
+    swaps: int = 0
+    last_swap: str | None = None
 
 
 class UseReply(msgspec.Struct, kw_only=True):

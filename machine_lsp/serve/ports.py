@@ -34,3 +34,18 @@ def port_problem(port: int, host: str = HOST) -> str | None:
         except OSError as exc:
             return bind_error(exc, host, port)
     return None
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind the listening socket before the model loads, so a taken port fails at once (OSError)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock

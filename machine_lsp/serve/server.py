@@ -8,7 +8,8 @@ context length, a sampling value out of its range), 401 for a missing or wrong k
 with one, 403/415 for what a web page can forge (`http_guard`), 413 for a body over `max_body_mb`, 503 while
 shutting down. Decoding JSON, validating and rendering run in worker threads (a 10 MB body never stalls the event
 loop); the shutdown ends every in-flight generation at its next step; a client that goes away cancels its handler,
-so its row leaves the batch and nothing is logged. Each request is one log line (`machine.serve`).
+so its row leaves the batch and nothing is logged. Each request is one log line (`machine.serve`) naming the
+checkpoint that answered it; `swap` replaces that checkpoint between requests when the server follows a name.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import ctypes
 import ctypes.util
 import hmac
 import logging
-import socket
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,8 +34,10 @@ from machine_lsp.core.schema import Message
 from machine_lsp.engines import render
 from machine_lsp.serve import protocol as P
 from machine_lsp.serve import shapes as S
+from machine_lsp.serve import swap
 from machine_lsp.serve.generation import BatchGenerator, Generation, Loaded
 from machine_lsp.serve.http_guard import guard_middleware
+from machine_lsp.serve.ports import bind  # noqa: F401 - `server.bind` is what the CLI and jobs call
 from machine_lsp.serve.served_log import ServedLog, ServedRow, now_iso, usage
 from machine_lsp.serve.streaming import stream
 
@@ -44,6 +47,7 @@ SHUTDOWN_GRACE_S = 2.0  # handlers still running this long after the generations
 BIG_BODY = 1 << 20  # after a body this large, free memory back to the system (glibc keeps it otherwise)
 LOG = logging.getLogger("machine.serve")
 USAGE_KEY = web.RequestKey("machine.usage", tuple)
+ANSWERED_BY = web.RequestKey("machine.checkpoint", str)  # the checkpoint a request was submitted to
 
 
 @dataclass
@@ -63,8 +67,10 @@ class ServeSettings:
 
 class Server:
     def __init__(self, loaded: Loaded, generator: BatchGenerator, settings: ServeSettings) -> None:
-        self.loaded = loaded
-        self.generator = generator
+        # The current checkpoint; `swap.install` replaces it between requests (renderer and tokenizer stay: a swap
+        # keeps the base model).
+        self.slot = swap.Slot(loaded, generator, settings.checkpoint)
+        self.state = swap.SwapState()
         self.settings = settings
         self.renderer = loaded.renderer
         self.tokenizer = loaded.tokenizer
@@ -76,6 +82,14 @@ class Server:
         # prompts with `prepare_renderer`, one at a time (several copies in several threads still collided).
         self._prepare_pool = ThreadPoolExecutor(1, thread_name_prefix="machine-serve-prepare")
         self.prepare_renderer = copy.deepcopy(self.renderer)
+
+    @property
+    def loaded(self) -> Loaded:
+        return self.slot.loaded
+
+    @property
+    def generator(self) -> BatchGenerator:
+        return self.slot.generator
 
     # -- app ------------------------------------------------------------------------------------------------
 
@@ -131,7 +145,7 @@ class Server:
                 status,
                 tokens,
                 elapsed,
-                self.settings.checkpoint,
+                request.get(ANSWERED_BY, self.slot.checkpoint),
             )
 
     @web.middleware
@@ -159,13 +173,17 @@ class Server:
             return self._error(self._api_of(request.path), error, "api_error")
 
     async def health(self, request: web.Request) -> web.Response:
-        generator = self.generator
+        state, slots = self.state, [self.slot, *self.state.draining]
         return web.json_response(
             {
                 "status": "closing" if self.closing else "ok",
                 "model": self.settings.model_name,
-                "decoding": generator.in_flight,
-                "finished": dict(generator.finished),
+                "checkpoint": self.slot.checkpoint,
+                "loading": state.loading,
+                "swaps": state.swaps,
+                "swap_error": state.last_error,
+                "decoding": sum(slot.generator.in_flight for slot in slots),
+                "finished": dict(sum((s.generator.finished for s in slots), Counter(state.finished_before))),
             }
         )
 
@@ -173,7 +191,9 @@ class Server:
         from openai.types import Model
 
         model = Model(id=self.settings.model_name, created=0, object="model", owned_by="machine")
-        body = b'{"object":"list","data":[' + S.dump(model) + b"]}"
+        # The served checkpoint rides along as an extra field (the SDKs' Model keeps unknown fields).
+        body = b'{"object":"list","data":[' + S.dump(model)[:-1] + b',"checkpoint":'
+        body += msgspec.json.encode(self.slot.checkpoint) + b"}]}"
         return web.Response(body=body, content_type="application/json")
 
     async def count_tokens(self, request: web.Request) -> web.Response:
@@ -270,13 +290,16 @@ class Server:
                 ),
                 top_p=float(conv.top_p if conv.top_p is not None else 1.0),
             )
+            slot = self.slot  # taken and submitted to with no await between: a swap cannot split the two
             try:
-                self.generator.submit(generation)
+                slot.generator.submit(generation)
             except RuntimeError:
                 return self._error(
                     api, P.RequestError("the server is shutting down", status=503), "api_error"
                 )
-            exchange = Exchange(self, conv, messages, generation)
+            swap.hold(slot)
+            request[ANSWERED_BY] = slot.checkpoint
+            exchange = Exchange(self, conv, messages, generation, slot.checkpoint)
             try:
                 if conv.stream:
                     return await stream(exchange, request)
@@ -284,6 +307,8 @@ class Server:
             finally:
                 if generation.finish_reason is None:
                     generation.cancel()
+                slot.holders -= 1
+                swap.release(self, slot)
 
         return handle
 
@@ -291,8 +316,16 @@ class Server:
 class Exchange:
     """One request being answered: turns the generation's tokens into text deltas and the final reply."""
 
-    def __init__(self, server: Server, conv: P.Conversation, messages: list[Message], generation: Generation):
+    def __init__(
+        self,
+        server: Server,
+        conv: P.Conversation,
+        messages: list[Message],
+        generation: Generation,
+        checkpoint: str,
+    ) -> None:
         self.server = server
+        self.checkpoint = checkpoint  # the one answering: the slot this request was submitted to
         self.conv = conv
         self.messages = messages
         self.generation = generation
@@ -363,7 +396,7 @@ class Exchange:
         row = ServedRow(
             messages=[*self.messages, answer],
             model=self.model,
-            checkpoint=self.server.settings.checkpoint,
+            checkpoint=self.checkpoint,
             time=now_iso(),
             api=self.conv.api,
             finish_reason=reply.finish,
@@ -400,31 +433,21 @@ class Exchange:
 # Running
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """Bind the listening socket before the model loads, so a taken port fails at once (OSError)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError:
-        sock.close()
-        raise
-    sock.setblocking(False)
-    return sock
-
-
 async def run(
-    sock: socket.socket,
+    sock: Any,  # a bound, listening socket (`bind`)
     loaded: Loaded,
     settings: ServeSettings,
     *,
     max_batch: int = 32,
     on_ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    follow: swap.Follower | None = None,
+    load: swap.Loader | None = None,
+    on_swap: Callable[[str | None, str], None] | None = None,
 ) -> None:
-    """Serve on `sock` until `stop` is set (or the task is cancelled)."""
+    """Serve on `sock` until `stop` is set (or the task is cancelled). With `follow` (and the `load` it swaps in
+    with), the checkpoint its name means is followed and swapped in between requests (`swap`)."""
+    stop = stop or asyncio.Event()
     generator = BatchGenerator(loaded, max_batch=max_batch)
     generator.start()
     server = Server(loaded, generator, settings)
@@ -441,12 +464,21 @@ async def run(
     await site.start()
     if on_ready is not None:
         on_ready(f"http://{host}:{port}")
+    following = (
+        follow
+        and load
+        and asyncio.ensure_future(
+            swap.follow(server, follow, load, max_batch=max_batch, stop=stop, on_swap=on_swap)
+        )
+    )
     try:
-        await (stop or asyncio.Event()).wait()
+        await stop.wait()
     finally:
         server.closing = True
+        if following:
+            following.cancel()
         # End every generation first (streams get their error event, whole requests a 503), then the handlers.
-        await asyncio.get_running_loop().run_in_executor(None, generator.close, SHUTDOWN_GRACE_S)
+        await swap.close_all(server, SHUTDOWN_GRACE_S)
         await runner.cleanup()
         server._prepare_pool.shutdown(wait=False, cancel_futures=True)
 

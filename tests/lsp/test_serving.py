@@ -289,3 +289,69 @@ async def test_shutdown_stops_the_served_checkpoint(vscode, smollm2_dir):
     assert gone(reply["pid"]), "the serve job outlived the server's shutdown"
     with pytest.raises(OSError):
         await fetch(f"{reply['openai_base']}/models")
+
+
+async def test_serving_promoted_reports_a_failed_swap_and_keeps_the_old_checkpoint(vscode, smollm2_dir):
+    """`promoted` is followed: a promoted checkpoint that cannot load comes to the editor as the reply's
+    `last_swap` (and a `log` job event), while the server keeps serving what it served."""
+    import subprocess
+    import sys
+
+    client, root = vscode, vscode.root
+    reply = await call(client, "machine.serve.start", {"checkpoint": "promoted", "port": 0}, LOAD_WAIT)
+    assert reply["status"] == "serving" and reply["checkpoint"] == "base" and reply["swaps"] == 0, reply
+    # Cannot load: an incomplete manifest, an adapter that is no safetensors file.
+    broken = root / "broken-checkpoint"
+    broken.mkdir()
+    manifest = {
+        "format": "machine-lsp-local-checkpoint/1",
+        "address": str(broken),
+        "run_id": "r",
+        "name": "n",
+    }
+    manifest |= {"engine": "local", "base_model": "HuggingFaceTB/SmolLM2-135M-Instruct", "step": 1}
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    (broken / "adapter_config.json").write_text("{}")
+    (broken / "adapter_model.safetensors").write_bytes(b"not safetensors" * 64)
+    promoted = subprocess.run(
+        [sys.executable, "-m", "machine_lsp.cli.main", "train", "promote", str(broken)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert promoted.returncode == 0, promoted.stderr
+    deadline = time.monotonic() + LOAD_WAIT
+    status = await call(client, "machine.serve.status", {})
+    while status["last_swap"] is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        status = await call(client, "machine.serve.status", {})
+    assert status["last_swap"].startswith(f"swap failed: {broken} did not load"), status
+    assert status["last_swap"].endswith("still serving base") and status["checkpoint"] == "base", status
+    assert status["swaps"] == 0 and status["url"] == reply["url"], status
+    health = await fetch(f"{reply['url']}/health")
+    assert health["checkpoint"] == "base" and str(broken) in health["swap_error"], health
+    await call(client, "machine.serve.stop", {}, 30)
+
+
+def test_a_swap_event_updates_what_serve_status_names(tmp_path):
+    """The `serve` job's second `ready` is a swap: the served checkpoint changes, the port stays, `swaps` counts it;
+    a `swap failed:` warning is kept as `last_swap` and changes nothing else."""
+    from machine_lsp.jobs import events as ev
+    from machine_lsp.lsp.features.serving import _Served
+
+    served = _Served(checkpoint="promoted", port=0, served_dir=tmp_path)
+    served.on_event(ev.Ready(url="http://127.0.0.1:4321", name="base", message="serving base"))
+    assert (served.checkpoint, served.port, served.swaps, served.last_swap) == ("base", 4321, 0, None)
+    line = "swapped: now serving local://r/step-6 (was base; loaded in 3.0 s)"
+    served.on_event(ev.Ready(url="http://127.0.0.1:4321", name="local://r/step-6", message=line))
+    assert (served.checkpoint, served.port, served.swaps, served.last_swap) == (
+        "local://r/step-6",
+        4321,
+        1,
+        line,
+    )
+    failed = f"{ev.SWAP_FAILED}/x did not load: OSError: no; still serving local://r/step-6"
+    served.on_event(ev.Log(message=failed, level="warning"))
+    served.on_event(ev.Log(message="some other warning", level="warning"))
+    assert (served.checkpoint, served.swaps, served.last_swap) == ("local://r/step-6", 1, failed)

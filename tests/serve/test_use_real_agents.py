@@ -1,9 +1,11 @@
 """The configs `machine use --write` writes, read by the real pinned agents: Codex 0.171.0 (`codex exec --profile
-machine`, which refused the `[profiles.machine]` written before) and Pi 0.73.1 each send their request to a scripted
-endpoint on the port the config names. Skipped when the agents are not installed, except in CI."""
+machine`, which refused the `[profiles.machine]` written before), Pi 0.73.1 and OpenCode 1.18.33 (its `compaction`
+setting included) each send their request to a scripted endpoint on the port the config names. Skipped when the
+agents are not installed, except in CI."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -90,6 +92,41 @@ def test_pi_answers_through_the_provider_machine_use_wrote(tmp_path: Path) -> No
         assert wrote.returncode == 0, wrote.stderr
         env.update(PI_OFFLINE="1", PI_SKIP_VERSION_CHECK="1", PI_TELEMETRY="0")
         done = _run([str(pi), "-p", "say hi"], project, env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        requests = endpoint.model_requests("chat")
+        assert requests and requests[0].body["model"] == "machine", done.stderr[-3000:]
+        assert "Scripted reply" in done.stdout
+
+
+def test_opencode_accepts_the_config_machine_use_wrote(tmp_path: Path) -> None:
+    """OpenCode 1.18.33 reads the project's opencode.json as `machine use` writes it (provider, default model and
+    `"compaction": {"auto": false}`) and sends its request to the configured port."""
+    opencode = _executable("opencode")
+    project, env = _world(tmp_path)
+    config_dir = (
+        tmp_path / "xdg" / "config" / "opencode"
+    )  # its first run would npm-install a plugin (FACTS.md)
+    (config_dir / "node_modules").mkdir(parents=True)
+    plugin = {"@opencode-ai/plugin": "1.18.33"}
+    (config_dir / "package.json").write_text(json.dumps({"dependencies": plugin}))
+    lock = {"": {"dependencies": plugin}, "node_modules/@opencode-ai/plugin": {"version": "1.18.33"}}
+    (config_dir / "package-lock.json").write_text(
+        json.dumps({"name": "opencode-config", "lockfileVersion": 3, "requires": True, "packages": lock})
+    )
+    with ModelEndpoint(model="machine") as endpoint:
+        wrote = machine(
+            project, "use", "base", "--agent", "opencode", "--port", str(endpoint.port), "--write", **env
+        )
+        assert wrote.returncode == 0, wrote.stderr
+        assert json.loads((project / "opencode.json").read_text())["compaction"] == {"auto": False}
+        env.update(
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+            OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+            OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+            OPENCODE_DISABLE_MODELS_FETCH="1",
+            OPENCODE_DISABLE_SHARE="1",
+        )
+        done = _run([str(opencode), "run", "say hi"], project, env)
         assert done.returncode == 0, done.stderr[-3000:]
         requests = endpoint.model_requests("chat")
         assert requests and requests[0].body["model"] == "machine", done.stderr[-3000:]

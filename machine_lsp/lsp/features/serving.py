@@ -54,17 +54,26 @@ class _Served:
     job: Any = None  # features.jobs.Job
     url: str | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def running(self) -> bool:
-        return self.job is not None and self.job.ended is None
+    swaps: int = (
+        0  # checkpoints swapped in since it started (`machine serve promoted|latest` follows the store)
+    )
+    last_swap: str | None = None  # the last swap's line, done or failed
 
     def on_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.Ready):
+            if self.ready.is_set():  # ready again: a swap (same server, same port)
+                self.swaps += 1
+                self.last_swap = event.message
             self.url = event.url
             self.checkpoint = event.name or self.checkpoint
             self.port = int(event.url.rsplit(":", 1)[1])  # port 0 asked for any free one: this is it
             self.ready.set()
+        elif isinstance(event, ev.Log) and event.message.startswith(ev.SWAP_FAILED):
+            self.last_swap = event.message
+
+    @property
+    def running(self) -> bool:
+        return self.job is not None and self.job.ended is None
 
 
 class ServingFeature(LanguageFeature):
@@ -127,6 +136,8 @@ class ServingFeature(LanguageFeature):
             pid=cur.job.proc.pid if cur.job.proc is not None else None,
             served_dir=str(cur.served_dir),
             already_running=already_running,
+            swaps=cur.swaps,
+            last_swap=cur.last_swap,
         )
 
     async def start(self, args: dict[str, Any]) -> ServeReply:

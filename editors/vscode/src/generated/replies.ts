@@ -209,6 +209,8 @@ export interface ServeReply {
   pid: number | null;
   served_dir: string | null;
   already_running: boolean;
+  swaps: number;
+  last_swap: string | null;
 }
 /**
  * `machine.server.info`: what the server runs on and how it is set up.
