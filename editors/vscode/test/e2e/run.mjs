@@ -280,12 +280,31 @@ async function main() {
     await page.locator(".monaco-editor .view-lines").first().waitFor({ timeout: 20_000 });
     await sleep(300);
   }
+  const quickInputFocused = () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget")));
   async function gotoLine(n) {
-    await page.keyboard.press("Control+G");
-    await quickInput.waitFor({ state: "visible", timeout: 10_000 });
-    await typeInQuickInput(String(n));
+    // Go to Line's box can open while the workbench is still moving focus (a panel closing) and lose it at once:
+    // then open it again rather than type into the editor.
+    for (let attempt = 1; ; attempt++) {
+      await page.keyboard.press("Control+G");
+      await quickInput.waitFor({ state: "visible", timeout: 10_000 }).catch(() => undefined);
+      const focused = await poll("keyboard focus in Go to Line", quickInputFocused, 10_000, 50).catch(() => false);
+      if (focused) break;
+      if (attempt === 3) throw new Error("Go to Line never took the keyboard (3 tries)");
+      if (await quickInput.isVisible()) await page.keyboard.press("Escape");
+      await page.locator(".monaco-editor .view-lines").first().click();
+    }
+    await page.keyboard.type(String(n));
     await page.keyboard.press("Enter");
     await sleep(300);
+  }
+  // Problems is a toggle that focuses the panel when it is open but unfocused: press until the panel is hidden.
+  async function closeProblems() {
+    const markers = page.locator(".markers-panel").first();
+    for (let attempt = 1; (await markers.isVisible()) && attempt <= 4; attempt++) {
+      await page.keyboard.press("Control+Shift+M");
+      await markers.waitFor({ state: "hidden", timeout: 5000 }).catch(() => undefined);
+    }
+    await markers.waitFor({ state: "hidden", timeout: 5000 });
   }
   const toast = (re) => page.locator(".notifications-toasts .notification-toast", { hasText: re }).first();
 
@@ -304,7 +323,7 @@ async function main() {
   check("Problems view lists the json-invalid finding on line 2", /json-invalid/.test(markerText) && /\[Ln 2/.test(markerText), markerText);
   await page.locator(".monaco-editor .squiggly-error").first().waitFor({ timeout: 10_000 });
   await shot("01-diagnostics");
-  await page.keyboard.press("Control+Shift+M"); // close the panel again
+  await closeProblems();
 
   // 1b. Validate Current File runs the validator as a job; its outcome comes back as a notification.
   await page.locator(".tabs-container .tab", { hasText: "broken.jsonl" }).first().click();
@@ -588,7 +607,7 @@ async function main() {
   await bareMarker.waitFor({ timeout: 60_000 });
   await page.locator(".markers-panel .monaco-list-row", { hasText: "json-invalid" }).first().waitFor({ timeout: 20_000 });
   check("the bundled server run by the bare python3 published diagnostics", true, (await bareMarker.innerText()).replace(/\s+/g, " "));
-  await page.keyboard.press("Control+Shift+M");
+  await closeProblems();
   await page.locator(".tabs-container .tab", { hasText: "bare.jsonl" }).first().click();
   await gotoLine(1);
   await palette("Machine: Tag as Good");
