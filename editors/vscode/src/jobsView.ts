@@ -1,7 +1,7 @@
 /** Tracks jobs from machine/jobEvent: the status-bar item, the outcome notification, listeners (the panel). */
 import * as vscode from "vscode";
 import { labelServerMessage } from "./logic/replies";
-import { applyEvent, currentJob, isJobEvent, outcomeText, shownJob, statusText, statusTooltip, type JobEvent, type JobState } from "./logic/jobs";
+import { applyEvent, currentJob, runningIcon, isJobEvent, outcomeText, shownJob, statusText, statusTooltip, type JobEvent, type JobState } from "./logic/jobs";
 
 export const JOB_EVENT_NOTIFICATION = "machine/jobEvent";
 
@@ -61,7 +61,7 @@ export class JobsView implements vscode.Disposable {
     clearTimeout(this.hideTimer);
     if (cur) {
       const more = this.running().length - 1;
-      this.item.text = `$(sync~spin) Machine: ${statusText(cur)}${more > 0 ? ` (+${more})` : ""}`;
+      this.item.text = `${runningIcon(cur)} Machine: ${statusText(cur)}${more > 0 ? ` (+${more})` : ""}`;
       this.item.tooltip = statusTooltip(cur);
       this.item.command = "machineLsp.cancelJob";
       this.item.backgroundColor = undefined;

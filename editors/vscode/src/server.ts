@@ -11,10 +11,12 @@ import {
   LanguageClient,
   State,
   type LanguageClientOptions,
+  type Middleware,
   type ServerOptions,
 } from "vscode-languageclient/node";
-import { ASK_AND_RETAG_COMMAND, ASK_AND_TAG_COMMAND, retagAskKind, SERVER_COMMANDS, tagAskKind } from "./logic/args";
-import { folderScope } from "./logic/client";
+import { ASK_AND_RETAG_COMMAND, ASK_AND_TAG_COMMAND, OFFER_NOTE, retagAskKind, SERVER_COMMANDS, tagAskKind, tagOffersNote } from "./logic/args";
+import * as readline from "node:readline";
+import { folderScope, stderrLevel } from "./logic/client";
 import { serverShownError } from "./logic/replies";
 import {
   chooseInterpreter,
@@ -30,13 +32,18 @@ import {
   type StartAction,
 } from "./logic/interpreter";
 import { needsRestart, readSettings, toServerOptions, type MachineSettings } from "./logic/settings";
+import type { ServerState } from "./logic/status";
+import { RESTRICTED_NOTICE, restrictedCodeAction } from "./logic/trust";
 
 export const TINKER_SECRET = "machine.tinkerApiKey";
 
 function routeAskingActions<T extends vscode.Command | vscode.CodeAction>(item: T): T {
   const cmd: vscode.Command | undefined = item instanceof vscode.CodeAction ? item.command : item;
   if (!cmd || typeof cmd.command !== "string") return item;
-  const ask = tagAskKind(cmd.command, cmd.arguments) ?? retagAskKind(cmd.command, cmd.arguments);
+  const ask =
+    tagAskKind(cmd.command, cmd.arguments) ??
+    retagAskKind(cmd.command, cmd.arguments) ??
+    (tagOffersNote(cmd.command, cmd.arguments) ? OFFER_NOTE : undefined);
   if (!ask) return item;
   const via = cmd.command === SERVER_COMMANDS.retag ? ASK_AND_RETAG_COMMAND : ASK_AND_TAG_COMMAND;
   const routed: vscode.Command = { title: cmd.title, command: via, arguments: [ask, cmd.arguments?.[0]] };
@@ -117,6 +124,11 @@ export class ServerManager implements vscode.Disposable {
   private noticeShown = false;
   /** The interpreter the running server uses and what the preflight found in it. */
   runtime: ServerRuntime | undefined;
+  /** The server's state for the status item, and why it is not running when it failed. */
+  state: ServerState = "stopped";
+  problem: string | undefined;
+  serverInfo: string | undefined;
+  private readonly stateListeners: (() => void)[] = [];
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -131,7 +143,22 @@ export class ServerManager implements vscode.Disposable {
       context.secrets.onDidChange((e) => {
         if (e.key === TINKER_SECRET) void this.restart("Tinker key changed");
       }),
+      // Restricted Mode ends: restart with the folder's own settings and everything on.
+      vscode.workspace.onDidGrantWorkspaceTrust(() => {
+        void this.restart("the folder is trusted now");
+      }),
     );
+  }
+
+  /** Called whenever the server's state changes (the status item). */
+  onState(listener: () => void): void {
+    this.stateListeners.push(listener);
+  }
+
+  private setState(state: ServerState, problem?: string): void {
+    this.state = state;
+    this.problem = problem;
+    for (const l of this.stateListeners) l();
   }
 
   /** The bundled server (bundled/libs in the .vsix), when this build has one. */
@@ -200,39 +227,20 @@ export class ServerManager implements vscode.Disposable {
 
   private async start(): Promise<LanguageClient | undefined> {
     await this.stop(); // a client the library gave up restarting: dispose of it before starting anew
-    const folders = vscode.workspace.workspaceFolders ?? [];
-    const scope = folderScope(folders.map((f) => ({ name: f.name, fsPath: f.uri.fsPath })));
-    if (scope.notice && !this.noticeShown) {
-      this.noticeShown = true;
-      this.output.warn(scope.notice);
-      void vscode.window.showWarningMessage(`Machine: ${scope.notice}`);
-    }
+    this.tellFolderScope();
     const folder = workspaceFolder();
     this.settings = currentSettings();
-    await this.watchPythonExtension();
-    const interp = chooseInterpreter({
-      setting: this.settings.python,
-      pythonExtension: this.settings.python ? undefined : await pythonExtensionInterpreter(this.python, folder?.uri),
-      defaultInterpreterPath: vscode.workspace.getConfiguration("python", folder).get<string>("defaultInterpreterPath"),
-      workspaceFolder: folder?.uri.fsPath,
-      home: os.homedir(),
-    });
-    const bundled = this.bundledLibs;
-    const strategy = this.settings.importStrategy;
-    const base: Record<string, string | undefined> = { ...process.env };
-    if (!base.TINKER_API_KEY) {
-      const key = await this.context.secrets.get(TINKER_SECRET);
-      if (key) base.TINKER_API_KEY = key; // only into the child's environment; never logged or sent as a setting
-    }
-    const env = serverEnv(strategy, bundled, base);
+    this.setState("starting");
+    const { interp, strategy, bundled, cwd, env } = await this.launchPlan(folder);
     this.output.info(`interpreter: ${interp.command} (${interp.source}); importStrategy ${strategy}${strategy === "useBundled" ? (bundled ? `, bundled server ${bundled}` : ", no bundled server in this build") : ""}`);
-    const outcome = await runPreflight(interp, folder?.uri.fsPath, env);
+    const outcome = await runPreflight(interp, cwd, env);
     const report = parsePreflight(outcome);
     this.runtime = { interpreter: interp, report };
     if (report) this.output.debug(`preflight: Python ${report.version.join(".")} at ${report.executable}; server importable ${report.server}; training modules missing: ${report.missing_training.join(", ") || "none"}`);
     const problem = explainPreflight(interp, strategy, bundled !== undefined, outcome);
     if (problem) {
       this.output.error(`cannot start the server: ${problem.message}`);
+      this.setState("failed", problem.message);
       void this.reportStartProblem(problem.message, problem.actions);
       return undefined;
     }
@@ -240,9 +248,79 @@ export class ServerManager implements vscode.Disposable {
     const serverOptions: ServerOptions = {
       command: interp.command,
       args: serverArgs(), // stdio; no transport kind, which would append --stdio
-      options: { cwd: folder?.uri.fsPath, env },
+      options: { cwd, env },
     };
-    const clientOptions: LanguageClientOptions = {
+    const clientOptions = this.clientOptions(folder, () => client);
+    const client = new LanguageClient("machine", "Machine", serverOptions, clientOptions);
+    this.client = client;
+    try {
+      await client.start();
+    } catch (err) {
+      this.output.error(`the server did not start: ${String(err)}`);
+      this.setState("failed", `the server did not start: ${String(err)}`);
+      void this.reportStartProblem(`machine-lsp failed to start with ${interp.command}: ${String(err)}`, ["Set Interpreter", "Show Log"]);
+      return undefined;
+    }
+    const info = client.initializeResult?.serverInfo;
+    this.output.info(`server started: ${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`);
+    this.serverInfo = `${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`.trim();
+    this.setState("running");
+    client.onDidChangeState((e) => {
+      if (this.client !== client) return;
+      if (e.newState === State.Running) this.setState("running");
+      else if (e.newState === State.Starting) this.setState("starting");
+      else this.setState("stopped");
+    });
+    for (const l of this.clientListeners) l(client);
+    return client;
+  }
+
+  /** Once per window with several folders: which project the server serves (logic/client.ts folderScope). */
+  private tellFolderScope(): void {
+    const folders = vscode.workspace.workspaceFolders ?? [];
+    const scope = folderScope(folders.map((f) => ({ name: f.name, fsPath: f.uri.fsPath })));
+    if (scope.notice && !this.noticeShown) {
+      this.noticeShown = true;
+      this.output.warn(scope.notice);
+      void vscode.window.showWarningMessage(`Machine: ${scope.notice}`);
+    }
+  }
+
+  /**
+   * Which interpreter runs the server, from where and with which environment. Untrusted (Restricted Mode): the
+   * user's settings only, the bundled server, and a working directory outside the folder.
+   */
+  private async launchPlan(folder: vscode.WorkspaceFolder | undefined): Promise<{ interp: Interpreter; strategy: "useBundled" | "fromEnvironment"; bundled: string | undefined; cwd: string | undefined; env: Record<string, string> }> {
+    const trusted = vscode.workspace.isTrusted;
+    if (trusted) await this.watchPythonExtension();
+    else this.output.warn(RESTRICTED_NOTICE);
+    // Untrusted: machine.* are restrictedConfigurations (VS Code reads only the user's values); python.* is not
+    // ours, so only its user value counts, and the Python extension (which may follow the folder) is not asked.
+    const defaultPath = vscode.workspace.getConfiguration("python", folder).inspect<string>("defaultInterpreterPath");
+    const interp = chooseInterpreter({
+      setting: this.settings.python,
+      pythonExtension: this.settings.python || !trusted ? undefined : await pythonExtensionInterpreter(this.python, folder?.uri),
+      defaultInterpreterPath: trusted ? vscode.workspace.getConfiguration("python", folder).get<string>("defaultInterpreterPath") : defaultPath?.globalValue,
+      workspaceFolder: folder?.uri.fsPath,
+      home: os.homedir(),
+    });
+    const bundled = this.bundledLibs;
+    const strategy = trusted ? this.settings.importStrategy : "useBundled";
+    // Untrusted: run outside the folder, so that `python -m` / `-c` (cwd first on sys.path) import no module of it.
+    fs.mkdirSync(this.context.globalStorageUri.fsPath, { recursive: true });
+    const cwd = trusted ? folder?.uri.fsPath : this.context.globalStorageUri.fsPath;
+    const base: Record<string, string | undefined> = { ...process.env };
+    if (!base.TINKER_API_KEY) {
+      const key = await this.context.secrets.get(TINKER_SECRET);
+      if (key) base.TINKER_API_KEY = key; // only into the child's environment; never logged or sent as a setting
+    }
+    const env = serverEnv(strategy, bundled, base);
+    return { interp, strategy, bundled, cwd, env };
+  }
+
+  /** The language client's options: documents, logs, stderr levels, and the middleware (asking actions, trust). */
+  private clientOptions(folder: vscode.WorkspaceFolder | undefined, client: () => LanguageClient): LanguageClientOptions {
+    return {
       documentSelector: [
         { scheme: "file", language: "jsonl" },
         { scheme: "file", pattern: "**/*.jsonl" },
@@ -253,47 +331,59 @@ export class ServerManager implements vscode.Disposable {
       // A log channel: the client library traces the protocol when its level is Trace (detail: machine.trace.server).
       traceOutputChannel: this.output,
       initializationOptions: toServerOptions(this.settings),
-      // Crashes: the client library's own handling (restart up to 4 times in 3 minutes, then tell the user).
-      middleware: {
-        // Code actions that need an answer (note, rewrite, prompt) run through a client command that asks first.
-        provideCodeActions: async (document, range, context, token, next) => {
-          const items = await next(document, range, context, token);
-          return items?.map(routeAskingActions);
+      // The client would log every stderr line as an error: a library's warning is a warning (logic/client.ts).
+      stdioOptions: {
+        stdout: (input, channel) => {
+          readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", (line) => {
+            channel.info(line);
+          });
         },
-        resolveCodeAction: async (item, token, next) => {
-          const resolved = await next(item, token);
-          return resolved ? routeAskingActions(resolved) : resolved;
-        },
-        // A user error the server has shown already (one line): logged once, not shown a second time.
-        executeCommand: async (command, args) => {
-          try {
-            return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as unknown;
-          } catch (err) {
-            const shown = serverShownError(err);
-            if (shown === undefined) throw err;
-            this.output.info(`${command}: ${shown}`);
-            return undefined;
-          }
+        stderr: (input, channel) => {
+          readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", (line) => {
+            channel[stderrLevel(line)](line);
+          });
         },
       },
+      // Crashes: the client library's own handling (restart up to 4 times in 3 minutes, then tell the user).
+      middleware: this.middleware(client),
       initializationFailedHandler: (error) => {
         this.output.error(`initialize failed: ${String(error)}`);
         return false;
       },
     };
-    const client = new LanguageClient("machine", "Machine", serverOptions, clientOptions);
-    this.client = client;
-    try {
-      await client.start();
-    } catch (err) {
-      this.output.error(`the server did not start: ${String(err)}`);
-      void this.reportStartProblem(`machine-lsp failed to start with ${interp.command}: ${String(err)}`, ["Set Interpreter", "Show Log"]);
-      return undefined;
-    }
-    const info = client.initializeResult?.serverInfo;
-    this.output.info(`server started: ${info?.name ?? "machine-lsp"} ${info?.version ?? ""}`);
-    for (const l of this.clientListeners) l(client);
-    return client;
+  }
+
+  /** Code actions that ask route through the asking command; Restricted Mode drops commands; errors shown once. */
+  private middleware(client: () => LanguageClient): Middleware {
+    return {
+      // Code actions that need an answer (note, rewrite, prompt) run through a client command that asks first.
+      // Restricted Mode: quick fixes keep their edits; commands (tags write the store, jobs run) wait for trust.
+      provideCodeActions: async (document, range, context, token, next) => {
+        const items = await next(document, range, context, token);
+        if (!vscode.workspace.isTrusted) return items?.map((i) => restrictedCodeAction(i)).filter((i) => i !== undefined);
+        return items?.map(routeAskingActions);
+      },
+      resolveCodeAction: async (item, token, next) => {
+        const resolved = await next(item, token);
+        if (!vscode.workspace.isTrusted) return resolved ? restrictedCodeAction(resolved) : resolved;
+        return resolved ? routeAskingActions(resolved) : resolved;
+      },
+      // A user error the server has shown already (one line): logged once, not shown a second time.
+      executeCommand: async (command, args) => {
+        if (!vscode.workspace.isTrusted) {
+          void vscode.window.showWarningMessage(`Machine: ${command} is off in Restricted Mode. Trust the folder to use it.`);
+          return undefined;
+        }
+        try {
+          return (await client().sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as unknown;
+        } catch (err) {
+          const shown = serverShownError(err);
+          if (shown === undefined) throw err;
+          this.output.info(`${command}: ${shown}`);
+          return undefined;
+        }
+      },
+    };
   }
 
   private async reportStartProblem(message: string, actions: StartAction[]): Promise<void> {
@@ -331,6 +421,7 @@ export class ServerManager implements vscode.Disposable {
     const client = this.client;
     this.client = undefined;
     if (!client) return;
+    this.setState("stopped");
     try {
       if (client.state !== State.Stopped) await client.stop(5000);
     } catch (err) {

@@ -12,6 +12,7 @@ import { AGENTS, applyServeEvent, checkpointChoices, openaiBase, servedFromReply
 import type { TinkerServerReply } from "./generated/replies";
 import type { Commands } from "./commands";
 import type { ServerManager } from "./server";
+import { refusedUntilTrusted } from "./trust";
 
 class UserCancelled extends Error {}
 
@@ -20,6 +21,8 @@ export class ServingView implements vscode.Disposable {
   private readonly tinker: vscode.StatusBarItem;
   private state: ServedState = { status: "stopped" };
   private tinkerState: TinkerServerReply | undefined;
+  /** Told each served state (the Machine status item shows the served checkpoint). */
+  onServed: ((st: ServedState) => void) | undefined;
 
   constructor(
     private readonly server: ServerManager,
@@ -36,6 +39,7 @@ export class ServingView implements vscode.Disposable {
   register(): vscode.Disposable[] {
     const reg = (id: string, fn: () => Promise<unknown>): vscode.Disposable =>
       vscode.commands.registerCommand(id, async () => {
+        if (refusedUntilTrusted(id)) return undefined;
         try {
           return await fn();
         } catch (err) {
@@ -66,6 +70,7 @@ export class ServingView implements vscode.Disposable {
 
   /** A (re)started language server: ask both servers' state (a restarted server serves nothing). */
   async refresh(): Promise<void> {
+    if (!vscode.workspace.isTrusted) return; // Restricted Mode: nothing is served
     try {
       this.render(servedFromReply(await this.commands.call(SERVER_COMMANDS.serveStatus, {})));
       this.renderTinker(await this.commands.call(SERVER_COMMANDS.tinkerStatus, {}));
@@ -76,6 +81,7 @@ export class ServingView implements vscode.Disposable {
 
   private render(st: ServedState): void {
     this.state = st;
+    this.onServed?.(st);
     const item = servedStatus(st);
     this.served.text = item.text;
     this.served.tooltip = item.tooltip;

@@ -277,6 +277,7 @@ class CommandsFeature(LanguageFeature):
             if verdict and record.verdict != verdict:
                 continue
             answer = next((text_of(m) for m in reversed(record.messages) if m.role == "assistant"), "")
+            prompt = next((text_of(m) for m in reversed(record.messages) if m.role == "user"), "")
             rows.append(
                 TaggedRecord(
                     id=record.id,
@@ -287,6 +288,7 @@ class CommandsFeature(LanguageFeature):
                     rewritten=record.original is not None,
                     trace=record.trace,
                     created_at=record.created_at,
+                    prompt=prompt[:200],
                 )
             )
         return TaggedReply(store=str(store.tagged_path), records=rows, warnings=list(store.warnings))

@@ -291,7 +291,16 @@ class JobsFeature(LanguageFeature):
         elif isinstance(event, ev.Eval):
             self._report(job, f"eval {event.name}: {event.correct}/{event.n} ({event.accuracy:.0%})", None)
         elif isinstance(event, ev.Ready):
-            self._report(job, event.message or f"ready at {event.url}", None)
+            # Serving is no progress: the spinner ends with where it serves (the job runs on until stopped).
+            self._end_progress(job, event.message or f"ready at {event.url}")
+
+    def _end_progress(self, job: Job, message: str) -> None:
+        token, job.token = job.token, None
+        if token is not None:
+            try:
+                self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+            except Exception:
+                logger.exception("could not end progress")
 
     def _report(self, job: Job, message: str, percentage: int | None) -> None:
         if job.token is not None:
@@ -327,11 +336,7 @@ class JobsFeature(LanguageFeature):
         if self.closing:
             job.done.set()
             return
-        if job.token is not None:
-            try:
-                server.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=job.message))
-            except Exception:
-                logger.exception("could not end progress")
+        self._end_progress(job, job.message)
         kind = {
             "done": types.MessageType.Info,
             "cancelled": types.MessageType.Warning,

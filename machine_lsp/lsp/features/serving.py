@@ -3,8 +3,8 @@
 * Serving a checkpoint is the `serve` job (`jobs/serve_jobs.py`), a child that binds the port, loads the model,
   says `ready` with its URL and serves until cancelled. One per language server: a second start answers with the
   running one. `start` answers once the server is ready (or at once with `jobReplies: "immediate"` / `wait:
-  false`: then `machine/jobEvent` `ready`, or `machine.serve.status`, gives the URL). Its work-done progress stays
-  open while it serves ("loading …" → "serving … at URL" → ended when it stops). `stop` cancels the job; the
+  false`: then `machine/jobEvent` `ready`, or `machine.serve.status`, gives the URL). Its work-done progress covers the
+  loading ("loading …") and ends once it serves ("serving … at URL"; the job runs on until stopped). `stop` cancels the job; the
   server's `shutdown` stops it with every other job. A server child that dies ends its job "failed" (the client is
   told, as of any job) and `status` says "stopped".
 * `machine.use` is `machine use`: the agent config for a checkpoint (printed, or written with `write: true`),

@@ -389,6 +389,7 @@ export interface TaggedRecord {
   rewritten: boolean;
   trace: boolean;
   created_at: string;
+  prompt: string;
 }
 /**
  * `machine.tinker.serve|status|stop`: the project's local Tinker server (SkyRL tx).

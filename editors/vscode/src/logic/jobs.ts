@@ -26,6 +26,8 @@ export interface JobState {
   result?: unknown;
   startedAt: number;
   endedAt?: number;
+  /** A serve job that answers requests (its `ready` event): the URL. Serving is no progress to spin for. */
+  servingUrl?: string;
 }
 
 const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
@@ -76,6 +78,10 @@ export function applyEvent(jobs: Map<string, JobState>, ev: JobEvent, now: numbe
     case "progress":
       st.done = num(ev.done) ?? st.done;
       st.total = num(ev.total) ?? st.total;
+      st.message = str(ev.message) ?? st.message;
+      break;
+    case "ready":
+      st.servingUrl = str(ev.url) ?? st.servingUrl;
       st.message = str(ev.message) ?? st.message;
       break;
     case "checkpoint": {
@@ -139,7 +145,8 @@ export function fraction(st: JobState): number | undefined {
 /** The status-bar text (without the icon): "train-run · step 12/60 · loss 0.420 · eta 2m 30s". */
 export function statusText(st: JobState): string {
   const parts: string[] = [st.job];
-  if (st.status === "running") {
+  if (st.status === "running" && st.servingUrl !== undefined) parts.push(`serving at ${st.servingUrl.replace(/^https?:\/\//, "")}`);
+  else if (st.status === "running") {
     if (st.step !== undefined) parts.push(st.total !== undefined ? `step ${st.step}/${st.total}` : `step ${st.step}`);
     else if (st.done !== undefined) {
       const f = fraction(st);
@@ -182,8 +189,18 @@ export function outcomeText(st: JobState): string {
 /** The most relevant job for the single status-bar item: the latest running one, else undefined. */
 export function currentJob(jobs: Map<string, JobState>): JobState | undefined {
   let best: JobState | undefined;
-  for (const st of jobs.values()) if (st.status === "running" && (!best || st.startedAt >= best.startedAt)) best = st;
+  // A job at work (training, evaluating, loading) comes before a server that is up and waiting for requests.
+  const rank = (st: JobState): number => (st.servingUrl === undefined ? 1 : 0);
+  for (const st of jobs.values()) {
+    if (st.status !== "running") continue;
+    if (!best || rank(st) > rank(best) || (rank(st) === rank(best) && st.startedAt >= best.startedAt)) best = st;
+  }
   return best;
+}
+
+/** The status-bar icon of a running job: a spinner while it works, a broadcast once it only serves. */
+export function runningIcon(st: JobState): string {
+  return st.servingUrl !== undefined ? "$(broadcast)" : "$(sync~spin)";
 }
 
 /** The job the status bar shows: the latest running one, else the one that ended last. */

@@ -3,8 +3,7 @@
  * msgspec structs (src/generated/replies.ts), so a renamed field breaks the build here instead of silently showing
  * nothing. Pure: no `vscode` import.
  */
-import * as path from "node:path";
-import type { DataReply, JobDeclined, JobPlan, JobSummary, JobsListReply, MachineCommandReplies, TaggedReply, WroteReply } from "../generated/replies";
+import type { DataReply, JobDeclined, JobPlan, JobSummary, JobsListReply, MachineCommandReplies, WroteReply } from "../generated/replies";
 
 export type { MachineCommandReplies } from "../generated/replies";
 export type ReplyOf<C extends keyof MachineCommandReplies> = MachineCommandReplies[C];
@@ -20,30 +19,6 @@ export function dataPathText(reply: DataReply): string {
   const counts = `good ${c.good}, bad ${c.bad}, rewritten ${c.rewritten}, traced ${c.traced}, total ${c.total}`;
   const warned = reply.warnings.length ? ` · ${reply.warnings.length} warning${reply.warnings.length > 1 ? "s" : ""}: ${reply.warnings[0] ?? ""}` : "";
   return `Machine data: ${reply.store} (${counts})${warned}`;
-}
-
-export interface TaggedItem {
-  label: string;
-  description: string;
-  detail: string;
-  uri: string;
-  line: number | undefined;
-}
-
-/** *Show Tagged Rows*: one quick-pick item per record, pointing at where the row came from. */
-export function taggedItems(reply: TaggedReply, basename: (uri: string) => string = (u) => path.basename(u)): TaggedItem[] {
-  return reply.records.map((r) => {
-    const line = r.source.line ?? undefined;
-    const where = `${basename(r.source.uri)}${line != null ? `:${line}` : ""}`;
-    const flags = [r.rewritten ? "rewritten" : "", r.trace ? "trace" : "", r.note].filter(Boolean);
-    return {
-      label: `${r.verdict === "good" ? "$(thumbsup)" : "$(thumbsdown)"} ${where}`,
-      description: flags.join(" · "),
-      detail: r.answer.replace(/\s+/g, " ").slice(0, 160),
-      uri: r.source.uri,
-      line,
-    };
-  });
 }
 
 /** A job command's reply: the job, the user's "no" to a paid or long run, or (with `plan: true`) the plan. */

@@ -2,12 +2,13 @@
  * What the Sessions view and *Tag Last Agent Turn…* show from machine.sessions, machine.sessions.turns and
  * machine.tag {preview: true}. Pure: no `vscode` import (the view and the commands are in src/sessions*.ts).
  */
-import type { SessionEntry, SessionTurn, TagPreview } from "../generated/replies";
+import type { SessionEntry, SessionTurn, Source, TaggedReply, TagPreview } from "../generated/replies";
 
 export const SESSION_COMMANDS = {
   sessions: "machine.sessions",
   turns: "machine.sessions.turns",
   tag: "machine.tag",
+  tagged: "machine.tagged",
 } as const;
 
 export type Verdict = "good" | "bad";
@@ -74,13 +75,35 @@ function pairsNote(t: SessionTurn): string {
   return n > 0 ? `makes ${n} preference ${n === 1 ? "pair" : "pairs"} (DPO, SFT then DPO train on them)` : "";
 }
 
+/** Where each stored record was tagged from (record id → its source), from machine.tagged. */
+export type RecordSources = ReadonlyMap<string, Source>;
+
+export function recordSources(reply: TaggedReply): RecordSources {
+  return new Map(reply.records.map((r) => [r.id, r.source]));
+}
+
+/**
+ * The store matches a tag to a turn by its conversation (the same prompt and answer), not by where it was tagged:
+ * a turn shows a tag made on an identical turn of another session or file. Says so, naming where, or "" when
+ * every record on the turn was tagged from this log.
+ */
+export function taggedElsewhere(t: SessionTurn, sources: RecordSources | undefined, basename: (uri: string) => string): string {
+  if (!sources || t.verdict == null) return "";
+  const here = t.uri.split("#")[0];
+  const others = t.records.map((id) => sources.get(id)).filter((s): s is Source => s !== undefined && s.uri.split("#")[0] !== here);
+  if (!others.length || others.length < t.records.filter((id) => sources.has(id)).length) return "";
+  const where = others.map((s) => `${s.session_id ? `session ${s.session_id} ` : ""}(${basename(s.uri)}${s.line != null ? `:${s.line}` : ""})`);
+  return `tagged from ${[...new Set(where)].join(", ")}: the same prompt and answer, so the tag holds here too`;
+}
+
 /** What a turn shows: its prompt, the answer, and the standing tag (the last one wins) when it has one. */
-export function turnView(t: SessionTurn): NodeView {
+export function turnView(t: SessionTurn, sources?: RecordSources, basename: (uri: string) => string = (u) => u.split("/").pop() ?? u): NodeView {
   const tag = t.verdict == null ? "" : t.verdict === "good" ? (t.rewritten ? "good (rewritten)" : "good") : "bad";
-  const marks = [tag, t.conflict ? `${t.records.length} tags disagree: the last stands` : "", t.blocked ? `cannot be good: ${t.blocked}` : "", pairsNote(t)];
+  const elsewhere = taggedElsewhere(t, sources, basename);
+  const marks = [tag, elsewhere, t.conflict ? `${t.records.length} tags disagree: the last stands` : "", t.blocked ? `cannot be good: ${t.blocked}` : "", pairsNote(t)];
   return {
     label: `${t.number}. ${flat(t.prompt, 50) || "(no prompt)"}`,
-    description: [tag ? `✓ ${tag}` : "", pairsMark(t), flat(t.answer, 60)].filter(Boolean).join(" · "),
+    description: [tag ? `✓ ${tag}${elsewhere ? " (same exchange tagged elsewhere)" : ""}` : "", pairsMark(t), flat(t.answer, 60)].filter(Boolean).join(" · "),
     tooltip: [`Prompt: ${t.prompt}`, `Answer: ${t.answer}`, ...marks.filter(Boolean), `lines ${t.line}–${t.end_line}`].join("\n"),
     icon: t.conflict ? "warning" : t.verdict === "good" ? "thumbsup-filled" : t.verdict === "bad" ? "thumbsdown-filled" : "circle-outline",
     contextValue: t.verdict == null ? "machineTurn" : `machineTurn.${t.verdict}`,

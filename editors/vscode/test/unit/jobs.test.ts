@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { applyEvent, currentJob, formatDuration, formatLoss, fraction, isJobEvent, outcomeText, panelSummary, shownJob, statusText, statusTooltip, type JobState } from "../../src/logic/jobs";
+import { applyEvent, currentJob, formatDuration, formatLoss, fraction, isJobEvent, outcomeText, panelSummary, runningIcon, shownJob, statusText, statusTooltip, type JobState } from "../../src/logic/jobs";
 
 const feed = (events: Record<string, unknown>[]): Map<string, JobState> => {
   const jobs = new Map<string, JobState>();
@@ -141,4 +141,19 @@ test("the run panel's summary names the status bar's job with its status: never 
   const running = feed([{ event: "start", job_id: "j4", job: "train-run" }, { event: "step", job_id: "j4", step: 2, total: 8, loss: 0.5 }]);
   assert.equal(panelSummary(running), "1 job, 1 running. train-run · step 2/8 · loss 0.500");
   assert.equal(panelSummary(new Map()), "");
+});
+
+test("a serve job stops spinning once it serves, and a working job is shown before it", () => {
+  const jobs = new Map<string, JobState>();
+  applyEvent(jobs, { event: "start", job_id: "s1", job: "serve", message: "Serve base: starting" }, 1);
+  const serve = jobs.get("s1");
+  assert.ok(serve);
+  assert.equal(runningIcon(serve), "$(sync~spin)", "loading the model is work");
+  applyEvent(jobs, { event: "ready", job_id: "s1", url: "http://127.0.0.1:8765", name: "base" }, 2);
+  assert.equal(runningIcon(serve), "$(broadcast)");
+  assert.equal(statusText(serve), "serve · serving at 127.0.0.1:8765");
+  applyEvent(jobs, { event: "start", job_id: "t1", job: "smoke", total: 4 }, 0);
+  assert.equal(currentJob(jobs)?.id, "t1", "the smoke run (started earlier) still comes first: it is working");
+  applyEvent(jobs, { event: "end", job_id: "t1", status: "done" }, 3);
+  assert.equal(currentJob(jobs)?.id, "s1");
 });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { DataReply, JobSummary, JobsListReply, TaggedReply, WroteReply } from "../../src/generated/replies";
-import { cancellableJobs, dataPathText, isJob, labelServerMessage, scaffoldFileToOpen, serverShownError, taggedItems } from "../../src/logic/replies";
+import type { DataReply, JobSummary, JobsListReply, WroteReply } from "../../src/generated/replies";
+import { cancellableJobs, dataPathText, isJob, labelServerMessage, scaffoldFileToOpen, serverShownError } from "../../src/logic/replies";
 
 test("Scaffold SFT Script opens the script the server wrote (the `written` list)", () => {
   const reply: WroteReply = { written: ["/ws/machine.toml", "/ws/train_sft.py"], message: "wrote machine.toml, train_sft.py · next: …" };
@@ -14,28 +14,6 @@ test("Show Data Path names the store and every count", () => {
   const reply: DataReply = { store: "/ws/.machine/tagged.jsonl", counts: { good: 2, bad: 1, rewritten: 0, traced: 0, total: 3 }, warnings: [] };
   assert.equal(dataPathText(reply), "Machine data: /ws/.machine/tagged.jsonl (good 2, bad 1, rewritten 0, traced 0, total 3)");
   assert.match(dataPathText({ ...reply, warnings: ["torn line 4 moved aside"] }), / · 1 warning: torn line 4 moved aside$/);
-});
-
-test("tagged records become quick-pick items at their source line", () => {
-  const reply: TaggedReply = {
-    store: "/ws/.machine/tagged.jsonl",
-    warnings: [],
-    records: [
-      {
-        id: "r1", verdict: "good", note: "concise", answer: "answer:\n 4", rewritten: true, trace: false, created_at: "2026-11-30T10:00:00Z",
-        source: { kind: "chat_jsonl", uri: "file:///ws/chat.jsonl", line: 3 },
-      },
-      {
-        id: "r2", verdict: "bad", note: "", answer: "no", rewritten: false, trace: true, created_at: "2026-11-30T10:00:01Z",
-        source: { kind: "session_log", uri: "file:///ws/s.jsonl", line: null, entry_id: "ab12cd34" },
-      },
-    ],
-  };
-  const items = taggedItems(reply);
-  assert.deepEqual(items[0], { label: "$(thumbsup) chat.jsonl:3", description: "rewritten · concise", detail: "answer: 4", uri: "file:///ws/chat.jsonl", line: 3 });
-  assert.equal(items[1]?.label, "$(thumbsdown) s.jsonl");
-  assert.equal(items[1]?.description, "trace");
-  assert.equal(items[1]?.line, undefined);
 });
 
 const job: JobSummary = {

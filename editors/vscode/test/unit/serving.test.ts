@@ -55,7 +55,7 @@ test("the served item follows the serve job: start → ready → end; other jobs
 test("a serve reply sets the item (status after a restart, a start, a stop)", () => {
   const reply: ServeReply = {
     status: "serving", message: "serving base at http://127.0.0.1:9/v1", checkpoint: "base", url: "http://127.0.0.1:9", openai_base: "http://127.0.0.1:9/v1",
-    model: "machine", port: 9, job_id: "j", pid: 1, served_dir: "/p/.machine/served", already_running: false,
+    model: "machine", port: 9, job_id: "j", pid: 1, served_dir: "/p/.machine/served", already_running: false, swaps: 0, last_swap: null,
   };
   assert.deepEqual(servedFromReply(reply), { status: "serving", checkpoint: "base", url: "http://127.0.0.1:9", jobId: "j", message: reply.message });
   assert.equal(openaiBase("http://127.0.0.1:9/"), "http://127.0.0.1:9/v1");

@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { test } from "node:test";
-import type { SessionEntry, SessionTurn, TagPreview } from "../../src/generated/replies";
-import { flat, fromSpec, pairsMark, previewText, revealTarget, SESSION_UI_COMMANDS, SESSIONS_VIEW, sessionView, turnView, when } from "../../src/logic/sessions";
+import type { SessionEntry, SessionTurn, TaggedReply, TagPreview } from "../../src/generated/replies";
+import { flat, fromSpec, pairsMark, previewText, recordSources, revealTarget, SESSION_UI_COMMANDS, SESSIONS_VIEW, sessionView, turnView, when } from "../../src/logic/sessions";
 
 const turn = (over: Partial<SessionTurn> = {}): SessionTurn => ({
   number: 2, line: 7, end_line: 9, uri: "file:///home/u/.claude/projects/-ws/a5ba.jsonl",
@@ -115,4 +115,21 @@ test("a turn whose prompt makes preference pairs says so (⇄ N pairs)", () => {
   assert.match(one.tooltip, /makes 1 preference pair \(DPO, SFT then DPO train on them\)/);
   assert.equal(turnView(turn({ verdict: "bad", records: ["r2"], pairs: 2 })).description, "✓ bad · ⇄ 2 pairs · It printed hi.");
   assert.doesNotMatch(turnView(turn({ verdict: "bad" })).tooltip, /pair/);
+});
+
+test("a turn tagged through an identical turn of another log says where the tag was made", () => {
+  const here = "file:///home/u/.claude/projects/-ws/a5ba.jsonl";
+  const record = (id: string, uri: string, session: string | null): TaggedReply["records"][number] => ({
+    id, verdict: "good", note: "", answer: "It printed hi.", rewritten: false, trace: false, created_at: "2026-12-01T10:00:00Z", prompt: "Run echo hi",
+    source: { kind: "session_log", uri, line: 9, session_id: session, harness: "claude-code" },
+  });
+  const reply: TaggedReply = { store: "/ws/.machine/tagged.jsonl", warnings: [], records: [record("r1", "file:///home/u/.codex/sessions/b7c.jsonl", "019a-b7c0-0000"), record("r2", here, "a5ba")] };
+  const sources = recordSources(reply);
+  const elsewhere = turnView(turn({ verdict: "good", records: ["r1"] }), sources);
+  assert.match(elsewhere.description, /^✓ good \(same exchange tagged elsewhere\)/);
+  assert.match(elsewhere.tooltip, /tagged from session 019a-b7c0-0000 \(b7c\.jsonl:9\): the same prompt and answer, so the tag holds here too/);
+  const local = turnView(turn({ verdict: "good", records: ["r2"] }), sources);
+  assert.doesNotMatch(local.tooltip, /tagged from/, "tagged from this log: nothing to explain");
+  assert.doesNotMatch(turnView(turn({ verdict: "good", records: ["r1", "r2"] }), sources).tooltip, /tagged from/);
+  assert.doesNotMatch(turnView(turn({ verdict: "good", records: ["r9"] }), sources).tooltip, /tagged from/, "an unknown record: no guess");
 });
