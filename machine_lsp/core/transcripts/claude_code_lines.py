@@ -206,16 +206,7 @@ def user_items(
             continue
         part_type = part.get("type")
         if part_type == "tool_result":
-            call_id = str(part.get("tool_use_id") or "")
-            text = result_text(part.get("content"), node.line, warnings)
-            if part.get("is_error") and not text.startswith("Error"):
-                text = text or "(tool error)"
-            items.append(
-                Item(
-                    "message",
-                    Message(role="tool", content=text, tool_call_id=call_id, name=tool_names.get(call_id)),
-                )
-            )
+            items.append(Item("message", _tool_result_message(part, node.line, tool_names, warnings)))
         elif part_type == "text" and isinstance(part.get("text"), str):
             text = part["text"]
             command = typed_command(text) if expansion is not None else None
@@ -234,3 +225,13 @@ def user_items(
     if user_texts:
         items.append(Item("message", Message(role="user", content="\n".join(user_texts))))
     return items
+
+
+def _tool_result_message(
+    part: dict[str, Any], line: int, tool_names: dict[str, str], warnings: list[str]
+) -> Message:
+    call_id = str(part.get("tool_use_id") or "")
+    text = result_text(part.get("content"), line, warnings)
+    if part.get("is_error") and not text.startswith("Error"):
+        text = text or "(tool error)"
+    return Message(role="tool", content=text, tool_call_id=call_id, name=tool_names.get(call_id))
