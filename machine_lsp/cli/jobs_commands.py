@@ -33,11 +33,9 @@ JOBS_COLUMNS = (
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="list runs in .machine/runs, or cancel one")
     jobs_sub = jobs.add_subparsers(dest="jobs_command", metavar="VERB")
-    jobs.add_argument("--json", action="store_true", help="print the manifests as JSON")
-    jobs.set_defaults(func=_jobs_list)
-    jl = jobs_sub.add_parser("list", help="list runs with their status")
-    jl.add_argument("--json", action="store_true", help="print the manifests as JSON")
-    jl.set_defaults(func=_jobs_list)
+    for lister in (jobs, jobs_sub.add_parser("list", help="list runs with their status")):  # `jobs` is `jobs list`
+        lister.add_argument("--json", action="store_true", help="print the manifests as JSON")
+        lister.set_defaults(func=_jobs_list)
     jc = jobs_sub.add_parser("cancel", help="stop a running job (SIGTERM; it records its last checkpoint)")
     jc.add_argument("run", metavar="ID", help="run id (or a unique prefix/suffix)")
     jc.set_defaults(func=_jobs_cancel)

@@ -237,13 +237,17 @@ def _retrain_payload(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _planned_job(args: argparse.Namespace, job: str, payload: dict[str, Any]) -> int:
+    """Show the plan, ask about missing defaults and the cost where they apply, then run the job."""
+    show_plan(args, job, payload)
+    confirm_defaults(args, job, payload)
+    confirm_cost(args, resolved_engine(args), job, payload)
+    return run_job(job, payload, raw=args.json)
+
+
 @cli_verb
 def _retrain(args: argparse.Namespace) -> int:
-    payload = _retrain_payload(args)
-    show_plan(args, "retrain", payload)
-    confirm_defaults(args, "retrain", payload)
-    confirm_cost(args, resolved_engine(args), "retrain", payload)
-    return run_job("retrain", payload, raw=args.json)
+    return _planned_job(args, "retrain", _retrain_payload(args))
 
 
 @cli_verb
@@ -255,8 +259,4 @@ def _smoke(args: argparse.Namespace) -> int:
 
 @cli_verb
 def _run(args: argparse.Namespace) -> int:
-    payload = _train_payload(args)
-    show_plan(args, "train-run", payload)
-    confirm_defaults(args, "train-run", payload)
-    confirm_cost(args, resolved_engine(args), "train-run", payload)
-    return run_job("train-run", payload, raw=args.json)
+    return _planned_job(args, "train-run", _train_payload(args))

@@ -18,13 +18,7 @@ from pathlib import Path
 
 from machine_lsp.core.lines import normalize_line_ends
 from machine_lsp.core.safe_files import read_regular
-from machine_lsp.core.transcripts.base import (
-    SNIFF_LINES,
-    TranscriptAdapter,
-    TranscriptError,
-    Turn,
-    TurnList,
-)
+from machine_lsp.core.transcripts.base import SNIFF_LINES, TranscriptAdapter, TranscriptError, Turn, TurnList
 from machine_lsp.core.transcripts.captured import CapturedAdapter
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
 from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter

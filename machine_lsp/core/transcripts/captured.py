@@ -19,6 +19,7 @@ from machine_lsp.core.transcripts.base import (
     Turn,
     TurnList,
     any_line_decodes_to,
+    collect_turn,
     display_path,
     json_objects,
 )
@@ -45,13 +46,7 @@ class CapturedAdapter:
         result = TurnList()
         session = PurePosixPath(display_path(uri)).stem
         for line_no, obj in json_objects(text, uri, result):
-            try:
-                turn = _turn(obj, uri, line_no, session, trace=trace)
-            except TranscriptError as exc:
-                result.problems.append(exc)
-                continue
-            if turn is not None:
-                result.append(turn)
+            collect_turn(result, _turn, obj, uri, line_no, session, trace=trace)
         return result
 
 

@@ -32,11 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, NamedTuple
 
-from machine_lsp.core.schema import (
-    Message,
-    Source,
-    TextPart,
-)
+from machine_lsp.core.schema import Message, Source, TextPart
 from machine_lsp.core.transcripts.base import (
     TranscriptError,
     Turn,

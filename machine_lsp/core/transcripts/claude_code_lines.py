@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall
-from machine_lsp.core.transcripts.base import assistant_message, tool_call, unanswered_calls_warning
+from machine_lsp.core.transcripts.base import (
+    LogLine,
+    assistant_message,
+    dropped,
+    logged_call,
+    unanswered_calls_warning,
+)
 
 INJECTED_PREFIXES = (
     "<system-reminder>",
@@ -77,20 +83,11 @@ def unanswered_calls(members: list[Node], answered: dict[str, Any]) -> str:
 
 
 @dataclass
-class Node:
+class Node(LogLine):
     uuid: str
     parent: str | None
     line: int
     data: dict[str, Any]
-
-    @property
-    def type(self) -> str:
-        return str(self.data.get("type"))
-
-    @property
-    def message(self) -> dict[str, Any]:
-        message = self.data.get("message")
-        return message if isinstance(message, dict) else {}
 
     @property
     def message_id(self) -> str | None:
@@ -157,7 +154,7 @@ def result_text(content: Any, line: int, warnings: list[str]) -> str:
         if isinstance(part, dict) and part.get("type") == "text":
             texts.append(str(part.get("text") or ""))
         elif isinstance(part, dict) and part.get("type") == "image":
-            warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
+            warnings.append(dropped(line, "an image in a tool result"))
     return "\n".join(texts)
 
 
@@ -169,18 +166,11 @@ def add_blocks(builder: AssistantBuilder, node: Node, thinking: bool, warnings: 
         elif kind == "thinking" and thinking and isinstance(block.get("thinking"), str) and block["thinking"]:
             builder.parts.append(ThinkingPart(block["thinking"]))
         elif kind == "tool_use":
-            arguments = block.get("input")
             builder.tool_calls.append(
-                tool_call(
-                    str(block.get("id") or f"call_{node.line}_{len(builder.tool_calls)}"),
-                    str(block.get("name") or ""),
-                    arguments,
-                )
+                logged_call(block, node.line, len(builder.tool_calls), block.get("input"))
             )
         elif kind == "image":
-            warnings.append(
-                f"line {node.line}: an image in an assistant reply was dropped: rows carry text only"
-            )
+            warnings.append(dropped(node.line, "an image in an assistant reply"))
 
 
 def user_items(
@@ -217,9 +207,7 @@ def user_items(
             elif text:
                 user_texts.append(text)
         elif part_type in ("image", "document"):
-            warnings.append(
-                f"line {node.line}: an {part_type} in a user message was dropped: rows carry text only"
-            )
+            warnings.append(dropped(node.line, f"an {part_type} in a user message"))
     if injected:
         items.append(Item("message", Message(role="system", content="\n".join(injected))))
     if user_texts:

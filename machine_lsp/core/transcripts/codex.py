@@ -46,6 +46,7 @@ from machine_lsp.core.transcripts.base import (
     TurnList,
     any_line_decodes_to,
     assistant_message,
+    dropped,
     json_objects,
     reply_with_calls_blocked,
     unanswered_calls_warning,
@@ -274,16 +275,7 @@ class _Reader:
         blocked = None
         if not current.has_text and not message.tool_calls:
             blocked = "the reply is empty: nothing to train on"
-        turn = Turn(
-            line=min(self.span_start, current.first_line),
-            end_line=current.last_line,
-            messages=messages,
-            answer_index=len(messages) - 1,
-            source=self._source(current),
-            tags_blocked=blocked,
-            warnings=list(dict.fromkeys(self.warnings)),
-        )
-        self.result.append(turn)
+        turn = self._append_turn(current, messages, blocked)
         self.last_reply = (current, message, turn, self.plain, len(self.plain))
         self.turn_since_input = turn
         self.span_start = current.last_line + 1
@@ -303,19 +295,24 @@ class _Reader:
         if turn is None:
             answer = Message(role="assistant", content=message.content)
             messages = [*plain[:plain_length], answer]
-            turn = Turn(
-                line=min(self.span_start, current.first_line),
-                end_line=current.last_line,
-                messages=messages,
-                answer_index=len(messages) - 1,
-                source=self._source(current),
-                tags_blocked=reply_with_calls_blocked(current.has_text),
-                warnings=list(dict.fromkeys(self.warnings)),
-            )
-            self.result.append(turn)
+            turn = self._append_turn(current, messages, reply_with_calls_blocked(current.has_text))
         if current.aborted and turn.tags_blocked is None:
             turn.tags_blocked = _ABORTED_BLOCK
         turn.warnings.append(unanswered_calls_warning(unanswered))
+
+    def _append_turn(self, current: _Open, messages: list[Message], blocked: str | None) -> Turn:
+        """The turn answering with `current`, its context since the last one; appended to the result."""
+        turn = Turn(
+            line=min(self.span_start, current.first_line),
+            end_line=current.last_line,
+            messages=messages,
+            answer_index=len(messages) - 1,
+            source=self._source(current),
+            tags_blocked=blocked,
+            warnings=list(dict.fromkeys(self.warnings)),
+        )
+        self.result.append(turn)
+        return turn
 
     def _source(self, current: _Open) -> Source:
         return Source(
@@ -383,7 +380,7 @@ def _content_text(content: Any, line: int, warnings: list[str]) -> str:
         if part.get("type") in ("input_text", "output_text", "text"):
             texts.append(str(part.get("text") or ""))
         elif part.get("type") in ("input_image", "image"):
-            warnings.append(f"line {line}: an image was dropped: rows carry text only")
+            warnings.append(dropped(line, "an image"))
     return "\n".join(texts)
 
 
@@ -400,7 +397,7 @@ def _output_text(output: Any, line: int, warnings: list[str]) -> str:
         if not isinstance(part, dict):
             continue
         if part.get("type") in ("input_image", "image"):
-            warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
+            warnings.append(dropped(line, "an image in a tool result"))
         else:
             texts.append(str(part.get("text") or ""))
     return "\n".join(texts)

@@ -30,15 +30,7 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core.schema import (
-    ContentPart,
-    Message,
-    Source,
-    TextPart,
-    ThinkingPart,
-    ToolCall,
-    text_of,
-)
+from machine_lsp.core.schema import ContentPart, Message, Source, TextPart, ThinkingPart, ToolCall, text_of
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 from machine_lsp.core.transcripts.sqlite_read import open_read_only
