@@ -33,7 +33,8 @@ JOBS_COLUMNS = (
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="list runs in .machine/runs, or cancel one")
     jobs_sub = jobs.add_subparsers(dest="jobs_command", metavar="VERB")
-    for lister in (jobs, jobs_sub.add_parser("list", help="list runs with their status")):  # `jobs` is `jobs list`
+    # `machine jobs` is `machine jobs list`
+    for lister in (jobs, jobs_sub.add_parser("list", help="list runs with their status")):
         lister.add_argument("--json", action="store_true", help="print the manifests as JSON")
         lister.set_defaults(func=_jobs_list)
     jc = jobs_sub.add_parser("cancel", help="stop a running job (SIGTERM; it records its last checkpoint)")
