@@ -81,6 +81,33 @@ class TranscriptAdapter(Protocol):
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList: ...
 
 
+class LogReader:
+    """What every log reader starts from: the text, its uri, the reading asked for (`trace`: the harness's own
+    context and tool calls kept; `thinking`: reasoning kept) and the turns read so far."""
+
+    def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
+        self.text = text
+        self.uri = uri
+        self.trace = trace
+        self.thinking = thinking
+        self.result = TurnList()
+
+
+class LineSniffer:
+    """The sniffing of an adapter whose files are claimed by one of their first lines: `looks_like(obj)` says
+    whether a decoded line is one of its lines."""
+
+    @staticmethod
+    def looks_like(obj: Any) -> bool:
+        raise NotImplementedError
+
+    def sniff(self, first_line: str) -> bool:
+        return self.sniff_lines([first_line])
+
+    def sniff_lines(self, lines: list[str]) -> bool:
+        return any_line_decodes_to(lines, self.looks_like)
+
+
 class LogLine:
     """A log line's JSON object (`data`, set by the dataclass that subclasses this), with the `type` and `message`
     every line-tree format (Claude Code's nodes, Pi's entries) reads safely: a missing or odd one reads as empty."""

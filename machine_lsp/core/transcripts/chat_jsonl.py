@@ -15,6 +15,7 @@ TOOL_KEYS = frozenset({"tools", "parallel_tool_calls", "functions"})
 
 class ChatJsonlAdapter:
     name = "chat_jsonl"
+    supported = 'chat JSONL ({"messages": [...]} per line)'
 
     def sniff(self, first_line: str) -> bool:
         return '"messages"' in first_line

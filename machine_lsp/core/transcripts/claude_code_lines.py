@@ -223,3 +223,46 @@ def _tool_result_message(
     if part.get("is_error") and not text.startswith("Error"):
         text = text or "(tool error)"
     return Message(role="tool", content=text, tool_call_id=call_id, name=tool_names.get(call_id))
+
+
+CONVERSATION_TYPES = {"user", "assistant", "attachment", "system", "progress"}
+_BOOKKEEPING_TYPES = {
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "last-prompt",
+    "custom-title",
+    "tag",
+    "cost-state",
+    "mode",
+    "tools-used",
+    "atis-latch",
+    "api-request",
+    "api-request-shape",
+    "api-request-blob",
+}
+
+
+def looks_like_claude_code(obj: Any) -> bool:
+    """A Claude Code log line: a conversation line of the uuid tree, or a bookkeeping line of a known kind."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        return False
+    kind = obj["type"]
+    if kind in CONVERSATION_TYPES:
+        return "parentUuid" in obj and "uuid" in obj
+    if kind == "summary":
+        return "leafUuid" in obj
+    if kind == "file-history-snapshot":
+        return "messageId" in obj and "snapshot" in obj
+    # Bookkeeping lines name the session. Only known kinds claim a file: any other object with a `type` and a
+    # `sessionId` (another agent's event log) would be named a Claude Code log that then holds nothing. A log that
+    # opens with a new kind is still claimed by the conversation lines among the first SNIFF_LINES.
+    return kind in _BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
+
+
+def tree_answer_line(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The line test of a uuid-tree log (Claude Code's, Qwen Code's): an assistant line is a taggable answer, and
+    --trace is offered without scanning the file (it also keeps the harness's injected context)."""
+    if obj.get("type") == "assistant" and isinstance(obj.get("message"), dict) and "uuid" in obj:
+        return {"tools": True, "stop": None}
+    return None

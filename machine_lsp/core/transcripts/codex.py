@@ -27,7 +27,9 @@ items themselves on the lines after a `{"id", "timestamp", "instructions"}` head
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -42,15 +44,17 @@ from machine_lsp.core.schema import (
     ToolFunction,
 )
 from machine_lsp.core.transcripts.base import (
+    LineSniffer,
+    LogReader,
     Turn,
     TurnList,
-    any_line_decodes_to,
     assistant_message,
     dropped,
     json_objects,
     reply_with_calls_blocked,
     unanswered_calls_warning,
 )
+from machine_lsp.core.transcripts.session_files import Homes, Session, file_session, first_object, glob_files
 
 HARNESS = "codex"
 CHECKED_VERSIONS = "0.171.0 (run in tests), 0.40.0 (public rollout)"
@@ -85,14 +89,37 @@ def looks_like_codex(obj: Any) -> bool:
     return ("instructions" in obj and "id" in obj and "timestamp" in obj) or obj.get("record_type") == "state"
 
 
-class CodexAdapter:
-    name = "codex"
+class CodexAdapter(LineSniffer):
+    name = HARNESS
+    supported = "Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
+    looks_like = staticmethod(looks_like_codex)
 
-    def sniff(self, first_line: str) -> bool:
-        return self.sniff_lines([first_line])
+    def sessions_home(self, homes: Homes) -> Path:
+        return homes.dir("CODEX_HOME", homes.home() / ".codex") / "sessions"
 
-    def sniff_lines(self, lines: list[str]) -> bool:
-        return any_line_decodes_to(lines, looks_like_codex)
+    def find_sessions(self, homes: Homes, project: Path) -> Iterator[Session]:
+        """`sessions/YYYY/MM/DD/rollout-*.jsonl`; `session_meta.payload.cwd` is the directory it ran in."""
+        for path in glob_files(self.sessions_home(homes), "*/*/*/rollout-*.jsonl"):
+            meta = first_object(path)
+            payload = meta.get("payload") if meta and meta.get("type") == "session_meta" else None
+            if isinstance(payload, dict):
+                yield file_session(self.name, path, payload.get("id"), payload.get("cwd"))
+
+    def answer_line(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """An assistant message or tool call item (--trace offered: it keeps the injected context)."""
+        payload = obj.get("payload")
+        if obj.get("type") != "response_item" or not isinstance(payload, dict):
+            return None
+        kind = payload.get("type")
+        if (kind == "message" and payload.get("role") == "assistant") or kind in _CALLS:
+            return {"tools": True, "stop": None}
+        return None
+
+    def near_miss(self, first: dict[str, Any]) -> str | None:
+        if "payload" in first and "timestamp" in first:
+            kind = first.get("type")
+            return f"looks like a Codex rollout but of a kind this version does not know (first line type {kind!r})"
+        return None
 
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _Reader(text, uri, trace=trace, thinking=thinking).read()
@@ -115,13 +142,9 @@ class _Open:
         return assistant_message(self.parts, self.tool_calls)
 
 
-class _Reader:
+class _Reader(LogReader):
     def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
-        self.text = text
-        self.uri = uri
-        self.trace = trace
-        self.thinking = thinking
-        self.result = TurnList()
+        super().__init__(text, uri, trace=trace, thinking=thinking)
         self.history: list[Message] = []
         self.plain: list[
             Message
