@@ -27,7 +27,7 @@ What it translates (SDK 0.38 sends / expects -> what SkyRL tx 0.3.0 serves), eac
    sampling-session table. Drop when tx serves the route.
 
 Not translated (the engine works around it): `create_training_client_from_state*` sends a `load_weights` request
-without a model id (tx answers 422); `machine_lsp.engines.tinker_engine` then creates a LoRA client and loads the
+without a model id (tx answers 422); `machine_lsp.engines.tinker.tinker_engine` then creates a LoRA client and loads the
 state into it.
 """
 
@@ -237,6 +237,20 @@ def _whole_response(send: Send, respond: Callable[[Message, bytes], tuple[bytes,
     return wrapped
 
 
+def _replay(body: bytes) -> Receive:
+    """A `receive` that hands the app a request body already read, once, then a disconnect."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
 def _json_or_none(body: bytes) -> Any:
     try:
         return json.loads(body)
@@ -339,16 +353,7 @@ class TinkerCompat:
         ]
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         inner = dict(scope, path=route, raw_path=route.encode(), headers=headers)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": data, "more_body": False}
-
-        await self.app(inner, replay, send)
+        await self.app(inner, _replay(data), send)
 
     async def _asample(self, receive: Receive, scope: Scope, send: Send) -> None:
         body = await _read_body(receive)
@@ -356,16 +361,7 @@ class TinkerCompat:
             num_samples = int(json.loads(body or b"{}").get("num_samples", 1))
         except (ValueError, TypeError, AttributeError):
             num_samples = 1
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, _rewrite_json(send, lambda r: with_sequence_ids(r, num_samples)))
+        await self.app(scope, _replay(body), _rewrite_json(send, lambda r: with_sequence_ids(r, num_samples)))
 
     async def _retrieve_future(self, scope: Scope, receive: Receive, send: Send) -> None:
         wants_proto = PROTO_CONTENT_TYPE in _header(scope, b"accept")
