@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     from machine_lsp.core import evals
     from machine_lsp.engines import render
     from machine_lsp.engines.base import LoraSettings
-    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.local.local import LocalEngine
 
     engine = LocalEngine(threads=args.threads)
     train_rows, held = load_rows()

@@ -235,7 +235,7 @@ def main() -> None:
     import torch
 
     from machine_lsp.engines import smollm2
-    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.local.local import LocalEngine
 
     model_dir = smollm2.ensure_model()
     data = rows(args.pairs)

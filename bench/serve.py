@@ -43,7 +43,7 @@ QUESTIONS = [
 def make_checkpoint(root: Path) -> Path:
     from machine_lsp.engines import render
     from machine_lsp.engines.base import LoraSettings
-    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.local.local import LocalEngine
 
     engine = LocalEngine(store_root=root)
     trainer = engine.create_trainer(MODEL, LoraSettings(), root / "runs" / "bench")

@@ -136,7 +136,7 @@ def main() -> int:
     try:
         from machine_lsp.engines import render
         from machine_lsp.engines.base import LoraSettings
-        from machine_lsp.engines.tinker_engine import TinkerEngine
+        from machine_lsp.engines.tinker.tinker_engine import TinkerEngine
 
         engine = TinkerEngine(base_url=base_url)
         model = (

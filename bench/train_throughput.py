@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from machine_lsp.engines import smollm2
-    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.local.local import LocalEngine
 
     model_dir = smollm2.ensure_model()
     engine = LocalEngine(threads=args.threads)

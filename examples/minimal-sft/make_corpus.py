@@ -98,6 +98,17 @@ def write_jsonl(path: Path, rows: Sequence[dict]) -> None:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def write_files(out: Path, files: dict[str, list[dict]], manifest: dict) -> None:
+    """Write every file, then manifest.json naming each one's rows and sha256 (under `files`, last)."""
+    manifest["files"] = {}
+    for name, rows in files.items():
+        write_jsonl(out / name, rows)
+        manifest["files"][name] = {"rows": len(rows), "sha256": sha256_file(out / name)}
+    (out / "manifest.json").write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -134,13 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for stale in ("style.jsonl", "train_scoped.jsonl"):  # written by earlier versions of this script
         if (out / stale).exists():
             (out / stale).unlink()
-    manifest["files"] = {}
-    for name, rows in files.items():
-        write_jsonl(out / name, rows)
-        manifest["files"][name] = {"rows": len(rows), "sha256": sha256_file(out / name)}
-    (out / "manifest.json").write_text(
-        json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    write_files(out, files, manifest)
     summary = ", ".join(f"{n} ({m['rows']} rows)" for n, m in manifest["files"].items())
     print(f"wrote {out}: {summary}, manifest.json (seed {args.seed})")
     return 0

@@ -136,20 +136,22 @@ def _eval_payload(args: argparse.Namespace, checkpoint: str | None) -> dict[str,
     }
 
 
+def _eval_job(args: argparse.Namespace, job: str, payload: dict[str, Any], checkpoint: str | None) -> int:
+    """Ask about the cost where it has one (hosted Tinker), then run the eval job with its progress."""
+    confirm_cost(args, resolved_engine(args, checkpoint), job, payload)
+    return run_job(job, payload, raw=args.json)
+
+
 @cli_verb
 def _eval_baseline(args: argparse.Namespace) -> int:
     check_file(args.data, "eval data")
-    payload = _eval_payload(args, None)
-    confirm_cost(args, resolved_engine(args), "eval-baseline", payload)
-    return run_job("eval-baseline", payload, raw=args.json)
+    return _eval_job(args, "eval-baseline", _eval_payload(args, None), None)
 
 
 @cli_verb
 def _eval_checkpoint(args: argparse.Namespace) -> int:
     check_file(args.data, "eval data")
-    payload = _eval_payload(args, args.path)
-    confirm_cost(args, resolved_engine(args, args.path), "eval-checkpoint", payload)
-    return run_job("eval-checkpoint", payload, raw=args.json)
+    return _eval_job(args, "eval-checkpoint", _eval_payload(args, args.path), args.path)
 
 
 @cli_verb
@@ -164,16 +166,13 @@ def _eval_pairs(args: argparse.Namespace) -> int:
         "beta": args.beta,
         "out": args.out,
     }
-    confirm_cost(args, resolved_engine(args, args.path), "eval-pairs", payload)
-    return run_job("eval-pairs", payload, raw=args.json)
+    return _eval_job(args, "eval-pairs", payload, args.path)
 
 
 @cli_verb
 def _eval_probe(args: argparse.Namespace) -> int:
     check_file(args.questions, "probe questions")
-    payload = _eval_payload(args, args.path)
-    confirm_cost(args, resolved_engine(args, args.path), "eval-probe", payload)
-    return run_job("eval-probe", payload, raw=args.json)
+    return _eval_job(args, "eval-probe", _eval_payload(args, args.path), args.path)
 
 
 @cli_verb

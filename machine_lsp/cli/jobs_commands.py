@@ -33,11 +33,10 @@ JOBS_COLUMNS = (
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
     jobs = sub.add_parser("jobs", help="list runs in .machine/runs, or cancel one")
     jobs_sub = jobs.add_subparsers(dest="jobs_command", metavar="VERB")
-    jobs.add_argument("--json", action="store_true", help="print the manifests as JSON")
-    jobs.set_defaults(func=_jobs_list)
-    jl = jobs_sub.add_parser("list", help="list runs with their status")
-    jl.add_argument("--json", action="store_true", help="print the manifests as JSON")
-    jl.set_defaults(func=_jobs_list)
+    # `machine jobs` is `machine jobs list`
+    for lister in (jobs, jobs_sub.add_parser("list", help="list runs with their status")):
+        lister.add_argument("--json", action="store_true", help="print the manifests as JSON")
+        lister.set_defaults(func=_jobs_list)
     jc = jobs_sub.add_parser("cancel", help="stop a running job (SIGTERM; it records its last checkpoint)")
     jc.add_argument("run", metavar="ID", help="run id (or a unique prefix/suffix)")
     jc.set_defaults(func=_jobs_cancel)
@@ -72,44 +71,13 @@ def _jobs_list(args: argparse.Namespace) -> int:
         )
         return 3
     if getattr(args, "json", False):
-        import msgspec
-
-        data = []
-        for run_dir, manifest in items:
-            entry = (
-                msgspec.to_builtins(manifest) if manifest else {"id": run_dir.name, "status": "unreadable"}
-            )
-            if manifest:
-                entry["effective_status"] = runs.effective_status(manifest)
-            data.append(entry)
-        print(json.dumps(data, indent=2))
+        _print_jobs_json(items)
         return EXIT_OK
     out = console_out()
     if not items:
         out.print(f"no runs yet in {escape(str(_runs_dir()))}")
         return EXIT_OK
-    colors = {"done": "green", "running": "blue", "failed": "red", "cancelled": "yellow", "lost": "red"}
-    rows: list[list[str]] = []
-    for run_dir, m in items:
-        if m is None:
-            rows.append([escape(run_dir.name), "?", "[red]unreadable[/]", "", "", ""])
-            continue
-        status = runs.effective_status(m)
-        detail = m.last_checkpoint or ""
-        if m.error:
-            detail = m.error
-        elif m.result and "result_path" in m.result:
-            detail = str(m.result["result_path"])
-        rows.append(
-            [
-                escape(m.id),
-                escape(m.job),
-                f"[{colors.get(status, 'white')}]{status}[/]",
-                m.engine or "",
-                str(m.steps_done) if m.steps_done else "",
-                escape(" ".join(detail.split())),
-            ]
-        )
+    rows = [_job_row(run_dir, m) for run_dir, m in items]
     # Fits the terminal: one line per run, long ids and details cut with an ellipsis (`--json` has them whole).
     table = Table(title=f"runs in {escape(str(_runs_dir()))}")
     widths = fit_columns(out.width, rows, JOBS_COLUMNS, ("engine", "steps"))
@@ -121,6 +89,41 @@ def _jobs_list(args: argparse.Namespace) -> int:
         table.add_row(*(cell for cell, width in zip(cells, widths, strict=True) if width))
     out.print(table)
     return EXIT_OK
+
+
+def _print_jobs_json(items: list[tuple[Path, runs.RunManifest | None]]) -> None:
+    import msgspec
+
+    data = []
+    for run_dir, manifest in items:
+        entry = msgspec.to_builtins(manifest) if manifest else {"id": run_dir.name, "status": "unreadable"}
+        if manifest:
+            entry["effective_status"] = runs.effective_status(manifest)
+        data.append(entry)
+    print(json.dumps(data, indent=2))
+
+
+_STATUS_COLOURS = {"done": "green", "running": "blue", "failed": "red", "cancelled": "yellow", "lost": "red"}
+
+
+def _job_row(run_dir: Path, m: runs.RunManifest | None) -> list[str]:
+    """One run's cells, in JOBS_COLUMNS order."""
+    if m is None:
+        return [escape(run_dir.name), "?", "[red]unreadable[/]", "", "", ""]
+    status = runs.effective_status(m)
+    detail = m.last_checkpoint or ""
+    if m.error:
+        detail = m.error
+    elif m.result and "result_path" in m.result:
+        detail = str(m.result["result_path"])
+    return [
+        escape(m.id),
+        escape(m.job),
+        f"[{_STATUS_COLOURS.get(status, 'white')}]{status}[/]",
+        m.engine or "",
+        str(m.steps_done) if m.steps_done else "",
+        escape(" ".join(detail.split())),
+    ]
 
 
 def _jobs_cancel(args: argparse.Namespace) -> int:

@@ -17,11 +17,11 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         "promote", help="promote a checkpoint by hand (overrides the gate, recorded)"
     )
     promote.add_argument("checkpoint", metavar="CHECKPOINT", help="local://RUN/NAME, tinker://..., or latest")
-    promote.add_argument("--reason", default="by hand", help="why (kept in the record)")
     promote.set_defaults(func=_promote)
     rollback = train_sub.add_parser("rollback", help="restore the checkpoint promoted before the current one")
-    rollback.add_argument("--reason", default="by hand", help="why (kept in the record)")
     rollback.set_defaults(func=_rollback)
+    for recorded in (promote, rollback):
+        recorded.add_argument("--reason", default="by hand", help="why (kept in the record)")
     shown = train_sub.add_parser("promoted", help="which checkpoint is promoted, and the record")
     shown.set_defaults(func=_show)
 

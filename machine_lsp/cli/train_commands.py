@@ -135,21 +135,41 @@ def _sft(args: argparse.Namespace) -> int:
     from machine_lsp.scaffold.writer import ScaffoldExists, write_train_scaffold
 
     cwd = Path.cwd()
-    data = None
-    if args.file:
-        path = Path(args.file)
-        full = path if path.is_absolute() else cwd / path
-        if not full.is_file():
-            raise UsageError(
-                f"{args.file}: no such file" if not full.exists() else f"{args.file}: not a file"
-            )
-        data = str(path) if not path.is_absolute() else str(full)
-    eval_data = None
-    if args.eval_data:
-        if not (cwd / args.eval_data).is_file():
-            raise UsageError(f"{args.eval_data}: no such file")
-        eval_data = args.eval_data
-    train = {
+    data = _sft_data_file(args.file, cwd)
+    if args.eval_data and not (cwd / args.eval_data).is_file():
+        raise UsageError(f"{args.eval_data}: no such file")
+    config = apply_overrides(
+        MachineConfig(), _sft_train_section(args, data), {"data": args.eval_data or None}
+    )
+    served = configured_base_url(cwd)  # `machine tinker serve` wrote it: a rewritten machine.toml keeps it
+    if served:
+        config = msgspec.structs.replace(config, tinker=TinkerSection(base_url=served))
+    command = (
+        "machine train sft " + " ".join(sys.argv[3:])
+        if sys.argv[1:3] == ["train", "sft"]
+        else "machine train sft"
+    )
+    try:
+        written = write_train_scaffold(cwd, config, command=command.strip(), force=args.force)
+    except ScaffoldExists as exc:
+        raise UsageError(str(exc)) from None
+    _print_sft_written(args, config, written, data, served)
+    return EXIT_OK
+
+
+def _sft_data_file(file: str | None, cwd: Path) -> str | None:
+    """The training file as machine.toml will name it: relative stays relative, absolute stays absolute."""
+    if not file:
+        return None
+    path = Path(file)
+    full = path if path.is_absolute() else cwd / path
+    if not full.is_file():
+        raise UsageError(f"{file}: no such file" if not full.exists() else f"{file}: not a file")
+    return str(path) if not path.is_absolute() else str(full)
+
+
+def _sft_train_section(args: argparse.Namespace, data: str | None) -> dict[str, Any]:
+    return {
         "engine": args.engine,
         "model": args.model,
         "data": data,
@@ -165,19 +185,11 @@ def _sft(args: argparse.Namespace) -> int:
         "rpo_alpha": args.rpo_alpha,
         "dpo_learning_rate": args.dpo_lr,
     }
-    config = apply_overrides(MachineConfig(), train, {"data": eval_data})
-    served = configured_base_url(cwd)  # `machine tinker serve` wrote it: a rewritten machine.toml keeps it
-    if served:
-        config = msgspec.structs.replace(config, tinker=TinkerSection(base_url=served))
-    command = (
-        "machine train sft " + " ".join(sys.argv[3:])
-        if sys.argv[1:3] == ["train", "sft"]
-        else "machine train sft"
-    )
-    try:
-        written = write_train_scaffold(cwd, config, command=command.strip(), force=args.force)
-    except ScaffoldExists as exc:
-        raise UsageError(str(exc)) from None
+
+
+def _print_sft_written(
+    args: argparse.Namespace, config: MachineConfig, written: list[Path], data: str | None, served: str | None
+) -> None:
     out = console_out()
     for path in written:
         out.print(f"wrote [bold]{escape(path.name)}[/]")
@@ -189,7 +201,6 @@ def _sft(args: argparse.Namespace) -> int:
         f"engine {config.train.engine}, model {escape(model)}, data {escape(source)}\n"
         f"next: [bold]python train_sft.py --dry-run[/], [bold]machine train smoke[/], [bold]machine train run[/]"
     )
-    return EXIT_OK
 
 
 def _train_payload(args: argparse.Namespace) -> dict[str, Any]:
@@ -226,13 +237,17 @@ def _retrain_payload(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _planned_job(args: argparse.Namespace, job: str, payload: dict[str, Any]) -> int:
+    """Show the plan, ask about missing defaults and the cost where they apply, then run the job."""
+    show_plan(args, job, payload)
+    confirm_defaults(args, job, payload)
+    confirm_cost(args, resolved_engine(args), job, payload)
+    return run_job(job, payload, raw=args.json)
+
+
 @cli_verb
 def _retrain(args: argparse.Namespace) -> int:
-    payload = _retrain_payload(args)
-    show_plan(args, "retrain", payload)
-    confirm_defaults(args, "retrain", payload)
-    confirm_cost(args, resolved_engine(args), "retrain", payload)
-    return run_job("retrain", payload, raw=args.json)
+    return _planned_job(args, "retrain", _retrain_payload(args))
 
 
 @cli_verb
@@ -244,8 +259,4 @@ def _smoke(args: argparse.Namespace) -> int:
 
 @cli_verb
 def _run(args: argparse.Namespace) -> int:
-    payload = _train_payload(args)
-    show_plan(args, "train-run", payload)
-    confirm_defaults(args, "train-run", payload)
-    confirm_cost(args, resolved_engine(args), "train-run", payload)
-    return run_job("train-run", payload, raw=args.json)
+    return _planned_job(args, "train-run", _train_payload(args))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -92,6 +93,25 @@ def run(args: argparse.Namespace) -> int:
         if code is not None:
             return code
     tokens_wanted = bool(args.model or args.renderer or args.max_length)
+    read = _read_report(args, tokens_wanted, err)
+    if isinstance(read, int):
+        return read
+    report, data, eval_data = read
+    if tokens_wanted and data is not None:
+        code = _check_tokens(args, report, data, eval_data, err)
+        if code is not None:
+            return code
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(_as_json(report)).decode() + "\n")
+    else:
+        _print_human(report)
+    return EXIT_OK if report.all_ok else EXIT_FAILED
+
+
+def _read_report(
+    args: argparse.Namespace, tokens_wanted: bool, err: Console
+) -> tuple[Report, bytes | None, bytes | None] | int:
+    """The report, and the bytes the token checks render again (an exit code when the input cannot be read)."""
     data: bytes | None = None
     eval_data: bytes | None = None
     try:
@@ -110,32 +130,32 @@ def run(args: argparse.Namespace) -> int:
     except UnreadableFile as exc:
         err.print(f"machine: {escape(str(exc))}")
         return EXIT_USAGE
+    return report, data, eval_data
 
-    if tokens_wanted and data is not None:
-        from machine_lsp.engines.readiness import ReadinessError, check_readiness
-        from machine_lsp.scaffold.config import ConfigError, load_project_config
 
-        try:
-            # Rows are rendered as they would train: with the project's configured `train_on`.
-            train_on = load_project_config(Path.cwd())[0].train.train_on
-            _add_readiness(
-                report,
-                check_readiness(data, report, args.model, args.renderer, args.max_length, train_on=train_on),
+def _check_tokens(
+    args: argparse.Namespace, report: Report, data: bytes, eval_data: bytes | None, err: Console
+) -> int | None:
+    """Add the tokenizer's findings to the reports (an exit code when the tokens cannot be checked)."""
+    from machine_lsp.engines.readiness import ReadinessError, check_readiness
+    from machine_lsp.scaffold.config import ConfigError, load_project_config
+
+    try:
+        # Rows are rendered as they would train: with the project's configured `train_on`.
+        train_on = load_project_config(Path.cwd())[0].train.train_on
+        _add_readiness(
+            report,
+            check_readiness(data, report, args.model, args.renderer, args.max_length, train_on=train_on),
+        )
+        if eval_data is not None and report.eval_report is not None:
+            readiness = check_readiness(
+                eval_data, report.eval_report, args.model, args.renderer, args.max_length, "eval"
             )
-            if eval_data is not None and report.eval_report is not None:
-                readiness = check_readiness(
-                    eval_data, report.eval_report, args.model, args.renderer, args.max_length, "eval"
-                )
-                _add_readiness(report.eval_report, readiness)
-        except (ReadinessError, ConfigError) as exc:
-            err.print(f"machine: cannot check tokens: {escape(str(exc))}")
-            return EXIT_USAGE
-
-    if args.json:
-        sys.stdout.write(msgspec.json.encode(_as_json(report)).decode() + "\n")
-    else:
-        _print_human(report)
-    return EXIT_OK if report.all_ok else EXIT_FAILED
+            _add_readiness(report.eval_report, readiness)
+    except (ReadinessError, ConfigError) as exc:
+        err.print(f"machine: cannot check tokens: {escape(str(exc))}")
+        return EXIT_USAGE
+    return None
 
 
 def _store_sft_bytes() -> bytes:
@@ -231,19 +251,33 @@ def _print_human(report: Report) -> None:
     console = console_out(highlight=False)
     reports = [report] + ([report.eval_report] if report.eval_report is not None else [])
     for one in reports:
-        shown = one.findings[:MAX_PRINTED_FINDINGS]
-        for f in shown:
-            colour = "red" if f.severity == "error" else "yellow"
-            console.print(
-                f"{escape(one.file)}:{f.line}:{f.column}: [{colour}]{f.severity}[/{colour}] "
-                f"[bold]{f.code}[/bold] {escape(for_terminal(f.message))}"  # messages quote the data
-                + (f" [dim](fix: {escape(for_terminal(f.fix.title))})[/dim]" if f.fix else "")
-            )
-        if len(one.findings) > len(shown):
-            console.print(
-                f"… and {len(one.findings) - len(shown)} more findings in {escape(one.file)} (see --json)"
-            )
+        _print_findings(console, one)
+    _print_table(console, reports)
+    for one in reports:
+        _print_tokens(console, one)
+    fixable = sum(1 for one in reports for f in one.findings if f.fix)
+    if fixable and report.file != STORE_LABEL:
+        console.print(f"{fixable} finding{'s' * (fixable != 1)} can be fixed with [bold]--fix[/bold]")
+    if report.file == STORE_LABEL and report.rows == 0:
+        console.print("the store has no good rows yet: tag some with `machine good --from FILE`")
 
+
+def _print_findings(console: Console, one: Report) -> None:
+    shown = one.findings[:MAX_PRINTED_FINDINGS]
+    for f in shown:
+        colour = "red" if f.severity == "error" else "yellow"
+        console.print(
+            f"{escape(one.file)}:{f.line}:{f.column}: [{colour}]{f.severity}[/{colour}] "
+            f"[bold]{f.code}[/bold] {escape(for_terminal(f.message))}"  # messages quote the data
+            + (f" [dim](fix: {escape(for_terminal(f.fix.title))})[/dim]" if f.fix else "")
+        )
+    if len(one.findings) > len(shown):
+        console.print(
+            f"… and {len(one.findings) - len(shown)} more findings in {escape(one.file)} (see --json)"
+        )
+
+
+def _print_table(console: Console, reports: list[Report]) -> None:
     table = Table(title="validation", title_justify="left", show_edge=False)
     for column in ("file", "rows", "errors", "warnings", "MB/s", "result"):
         table.add_column(column, justify="left" if column in ("file", "result") else "right")
@@ -259,27 +293,24 @@ def _print_human(report: Report) -> None:
             result,
         )
     console.print(table)
-    for one in reports:
-        tokens = one.stats.get("tokens")
-        if not tokens:
-            continue
-        parts = []
-        if tokens["rendered_train_rows"]:
-            parts.append(
-                f"{tokens['tokens']} tokens in {tokens['rendered_train_rows']} rows, {tokens['trained_tokens']} trained"
-            )
-        if tokens["rendered_eval_rows"]:
-            parts.append(
-                f"{tokens['eval_prompt_tokens']} prompt tokens in {tokens['rendered_eval_rows']} eval rows"
-            )
-        if tokens["max_tokens_line"]:
-            parts.append(f"longest {tokens['max_tokens']} tokens (line {tokens['max_tokens_line']})")
-        console.print(
-            f"{escape(one.file)}: {escape(tokens['model'])} via renderer {escape(tokens['renderer'])}: "
-            + ("; ".join(parts) or "no rows rendered")
+
+
+def _print_tokens(console: Console, one: Report) -> None:
+    tokens = one.stats.get("tokens")
+    if not tokens:
+        return
+    parts = []
+    if tokens["rendered_train_rows"]:
+        parts.append(
+            f"{tokens['tokens']} tokens in {tokens['rendered_train_rows']} rows, {tokens['trained_tokens']} trained"
         )
-    fixable = sum(1 for one in reports for f in one.findings if f.fix)
-    if fixable and report.file != STORE_LABEL:
-        console.print(f"{fixable} finding{'s' * (fixable != 1)} can be fixed with [bold]--fix[/bold]")
-    if report.file == STORE_LABEL and report.rows == 0:
-        console.print("the store has no good rows yet: tag some with `machine good --from FILE`")
+    if tokens["rendered_eval_rows"]:
+        parts.append(
+            f"{tokens['eval_prompt_tokens']} prompt tokens in {tokens['rendered_eval_rows']} eval rows"
+        )
+    if tokens["max_tokens_line"]:
+        parts.append(f"longest {tokens['max_tokens']} tokens (line {tokens['max_tokens_line']})")
+    console.print(
+        f"{escape(one.file)}: {escape(tokens['model'])} via renderer {escape(tokens['renderer'])}: "
+        + ("; ".join(parts) or "no rows rendered")
+    )

@@ -39,27 +39,36 @@ class NotRegularFile(OSError):
         return f"{self.filename} {self.strerror}"
 
 
+# (test, what it says): the kinds of file a mode can name, for messages.
+_MODE_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
 def describe_mode(mode: int) -> str:
     """What kind of file a mode says it is, for messages: 'a FIFO (named pipe)', 'a character device', ..."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a special file"
+    return next((what for test, what in _MODE_KINDS if test(mode)), "a special file")
 
 
 def _clear_nonblock(fd: int) -> None:
     os.set_blocking(fd, True)
+
+
+def _read_and_close(fd: int) -> bytes:
+    """Everything left to read from `fd`, which is closed afterwards whatever happens."""
+    try:
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, _READ_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_regular(path: str | os.PathLike[str]) -> bytes:
@@ -73,12 +82,10 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
         if not stat.S_ISREG(mode):
             raise NotRegularFile(path, describe_mode(mode))
         _clear_nonblock(fd)
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return _read_and_close(fd)
 
 
 def write_output(path: str | os.PathLike[str], payload: bytes) -> None:
@@ -299,13 +306,7 @@ def read_file_safely(path: Path, *, root: Path | None = None) -> bytes | None:
         return None
     finally:
         os.close(dir_fd)
-    try:
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return _read_and_close(fd)
 
 
 def open_append_safely(path: Path, *, root: Path | None = None) -> int:

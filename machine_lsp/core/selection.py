@@ -15,7 +15,7 @@ import msgspec
 from machine_lsp.core.lines import strip_line_end
 from machine_lsp.core.schema import Message, Source
 from machine_lsp.core.sniff import session_log_format
-from machine_lsp.core.transcripts import Turn, TurnList, load_turns, turn_at
+from machine_lsp.core.transcripts import Turn, TurnList, answer_line, load_turns, turn_at
 
 #: Lines of context either side of a selection, and at most this many characters of it, stored with the turn.
 CONTEXT_LINES = 20
@@ -109,13 +109,5 @@ def row_info(line_text: str) -> dict[str, Any] | None:
             return None
         tools = any(m.get("tool_calls") or m.get("role") == "tool" for m in messages)
         return {"kind": "chat_jsonl", "tools": tools}
-    if isinstance(obj, dict) and obj.get("type") == "message":
-        message = obj.get("message")
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            return {"kind": "session_log", "tools": False, "stop": message.get("stopReason")}
-    from machine_lsp.core.transcripts import is_assistant_entry
-
-    if is_assistant_entry(obj):  # Claude Code, Codex: the adapters in core decide the rest
-        # --trace also keeps the harness's injected context, so it is offered without scanning the file.
-        return {"kind": "session_log", "tools": True, "stop": None}
-    return None
+    found = answer_line(obj)  # the registry's line tests: each harness's adapter decides its own lines
+    return None if found is None else {"kind": "session_log", **found}

@@ -1,103 +1,25 @@
 """Find the agent sessions of a project, newest first, and resolve `--from last` / `--from SESSION-ID[:TURN]`.
 
 Each harness records the directory it ran in; a session belongs to the project when that directory is the project
-directory or inside it. Where each harness keeps its sessions (homes come from the environment, so tests and
-unusual setups can move them):
-
-| harness | where | the directory it ran in |
-|---|---|---|
-| Pi | `$PI_CODING_AGENT_DIR` or `~/.pi/agent`, `sessions/--<cwd>--/*.jsonl` | header `cwd` |
-| Claude Code | `$CLAUDE_CONFIG_DIR` or `~/.claude`, `projects/<cwd slug>/*.jsonl` | each line's `cwd` |
-| Codex | `$CODEX_HOME` or `~/.codex`, `sessions/YYYY/MM/DD/rollout-*.jsonl` | `session_meta.payload.cwd` |
-| OpenCode | `$XDG_DATA_HOME` or `~/.local/share`, `opencode/opencode.db` | `session.directory` |
-| Letta Code | `$LETTA_LOCAL_BACKEND_DIR` or `~/.letta/lc-local-backend`, `conversations/<id>/messages.jsonl` | header `cwd` |
-| Qwen Code | `~/.qwen`, `projects/<cwd with / -> ->/chats/<sessionId>.jsonl` | each line's `cwd` |
-| Gemini CLI | `$GEMINI_CLI_HOME` or `~`, `.gemini/tmp/<project>/chats/session-*.json[l]` | `tmp/<project>/.project_root`, else the header's `projectHash` (sha256 of the path) |
-| proxy (`machine capture proxy`) | the project's store, `.machine/captured/*.jsonl` | the project itself |
+directory or inside it. Where each harness keeps its sessions, and what in a log places it, is its adapter's
+`find_sessions` (core/transcripts: homes come from the environment, so tests and unusual setups can move them);
+this module asks every adapter in the registry (`transcripts.ADAPTERS`) and reads nothing itself.
 
 Only a log's first lines are read to place it; turns are counted (the whole log read) for the newest sessions only.
 """
 
 from __future__ import annotations
 
-import os
-import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import Path
 
-import msgspec
-
 from machine_lsp.core.schema import text_of
-from machine_lsp.core.transcripts import TranscriptError, Turn, load_turns, turn_at
-from machine_lsp.core.transcripts.opencode import db_sessions, load_db_turns
+from machine_lsp.core.transcripts import HARNESSES, TranscriptError, Turn, find_harness_sessions, turn_at
+from machine_lsp.core.transcripts.session_files import Homes, Session
 
-HARNESSES = ("pi", "claude-code", "codex", "opencode", "letta-code", "qwen-code", "gemini-cli", "proxy")
+__all__ = ["HARNESSES", "Homes", "Session", "find_session", "find_sessions", "project_root", "resolve_from"]
+
 SHORT_ID = 8  # the least an id is shortened to (as git abbreviates hashes); longer where sessions share more
-_HEAD_BYTES = 256 * 1024  # enough for the first lines of any log (Claude Code's first lines can be long)
-
-
-@dataclass
-class Session:
-    harness: str
-    id: str
-    path: Path  # the log (for OpenCode: the database)
-    cwd: str
-    updated: float  # seconds since the epoch
-    turns: int | None = None  # None: not counted (or the log could not be read)
-    first_prompt: str = ""
-    problem: str | None = None  # why the log could not be read
-
-    def load(self, *, trace: bool = False, thinking: bool = False) -> list[Turn]:
-        if self.harness == "opencode":
-            return load_db_turns(self.path, self.id, trace=trace, thinking=thinking)
-        return load_turns(self.path, trace=trace, thinking=thinking)
-
-
-@dataclass
-class Homes:
-    """Where each harness keeps its sessions, from the environment (HOME and the harness's own variables)."""
-
-    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    notes: list[str] = field(default_factory=list)  # one line per source that could not be read
-
-    def _home(self) -> Path:
-        return Path(self.env.get("HOME") or Path.home())
-
-    def _dir(self, variable: str, default: Path) -> Path:
-        value = self.env.get(variable)
-        return Path(value).expanduser() if value else default
-
-    @property
-    def pi(self) -> Path:
-        return self._dir("PI_CODING_AGENT_DIR", self._home() / ".pi" / "agent") / "sessions"
-
-    @property
-    def claude(self) -> Path:
-        return self._dir("CLAUDE_CONFIG_DIR", self._home() / ".claude") / "projects"
-
-    @property
-    def codex(self) -> Path:
-        return self._dir("CODEX_HOME", self._home() / ".codex") / "sessions"
-
-    @property
-    def opencode(self) -> Path:
-        return self._dir("XDG_DATA_HOME", self._home() / ".local" / "share") / "opencode" / "opencode.db"
-
-    @property
-    def qwen(self) -> Path:
-        return self._home() / ".qwen" / "projects"
-
-    @property
-    def gemini(self) -> Path:
-        return self._dir("GEMINI_CLI_HOME", self._home()) / ".gemini" / "tmp"
-
-    @property
-    def letta(self) -> Path:
-        return (
-            self._dir("LETTA_LOCAL_BACKEND_DIR", self._home() / ".letta" / "lc-local-backend")
-            / "conversations"
-        )
 
 
 def find_sessions(
@@ -111,23 +33,9 @@ def find_sessions(
     `count_turns` get turn counts."""
     homes = homes or Homes()
     project = _real(project_root(project_dir))
-    found: list[Session] = []
-    finders = {
-        "pi": _pi_sessions,
-        "claude-code": _claude_sessions,
-        "codex": _codex_sessions,
-        "opencode": _opencode_sessions,
-        "letta-code": _letta_sessions,
-        "qwen-code": _qwen_sessions,
-    }
-    for name, finder in finders.items():
-        if harness is not None and name != harness:
-            continue
-        found.extend(session for session in finder(homes) if _inside(session.cwd, project))
-    if harness in (None, "gemini-cli"):
-        found.extend(session for session in _gemini_sessions(homes, project) if _inside(session.cwd, project))
-    if harness in (None, "proxy"):
-        found.extend(_captured_sessions(project))
+    found = [
+        session for session in find_harness_sessions(homes, project, harness) if _inside(session.cwd, project)
+    ]
     found.sort(key=lambda session: (session.updated, session.id), reverse=True)
     for session in found[:count_turns]:
         _count(session)
@@ -215,158 +123,7 @@ def project_root(start: Path) -> Path:
     return here
 
 
-# -- finders ---------------------------------------------------------------------------------------------------
-
-
-def _pi_sessions(homes: Homes) -> Iterator[Session]:
-    for path in _glob(homes.pi, "*/*.jsonl"):
-        header = _first_object(path)
-        if header is None or header.get("type") != "session":
-            continue
-        yield _file_session("pi", path, header.get("id"), header.get("cwd"))
-
-
-def _letta_sessions(homes: Homes) -> Iterator[Session]:
-    for path in _glob(homes.letta, "*/messages.jsonl"):
-        header = _first_object(path)
-        if header is None or header.get("type") != "session":
-            continue
-        yield _file_session("letta-code", path, header.get("id") or path.parent.name, header.get("cwd"))
-
-
-def _qwen_sessions(homes: Homes) -> Iterator[Session]:
-    yield from _tree_sessions("qwen-code", _glob(homes.qwen, "*/chats/*.jsonl"))
-
-
-def _claude_sessions(homes: Homes) -> Iterator[Session]:
-    yield from _tree_sessions("claude-code", _glob(homes.claude, "*/*.jsonl"))
-
-
-def _tree_sessions(harness: str, paths: list[Path]) -> Iterator[Session]:
-    """Claude Code's and Qwen Code's logs: the first line naming a `cwd` places the session."""
-    for path in paths:
-        cwd = None
-        session_id = path.stem
-        for obj in _head_objects(path):
-            if isinstance(obj.get("cwd"), str):
-                cwd = obj["cwd"]
-                if isinstance(obj.get("sessionId"), str):
-                    session_id = obj["sessionId"]
-                break
-        if cwd is not None:
-            yield _file_session(harness, path, session_id, cwd)
-
-
-def _codex_sessions(homes: Homes) -> Iterator[Session]:
-    for path in _glob(homes.codex, "*/*/*/rollout-*.jsonl"):
-        meta = _first_object(path)
-        payload = meta.get("payload") if meta and meta.get("type") == "session_meta" else None
-        if isinstance(payload, dict):
-            yield _file_session("codex", path, payload.get("id"), payload.get("cwd"))
-
-
-def _opencode_sessions(homes: Homes) -> Iterator[Session]:
-    database = homes.opencode
-    if not database.is_file():
-        return
-    try:
-        rows = db_sessions(database)
-    except TranscriptError as exc:
-        homes.notes.append(f"opencode: {database}: {exc.message}; its sessions are not listed")
-        return
-    for row in rows:
-        if row.parent_id:
-            continue  # a sub-agent's session: listed under its parent's tool call, not on its own
-        yield Session("opencode", row.id, database, row.directory, row.time_updated / 1000)
-
-
-def _gemini_sessions(homes: Homes, project: Path) -> Iterator[Session]:
-    """Gemini CLI keeps a project's chats under a short name (0.40+: `tmp/<name>/.project_root` holds the path)
-    or under the sha256 of the path (the header's `projectHash`)."""
-    import hashlib
-
-    project_hash = hashlib.sha256(str(project).encode()).hexdigest()
-    for path in [
-        *_glob(homes.gemini, "*/chats/session-*.jsonl"),
-        *_glob(homes.gemini, "*/chats/session-*.json"),
-    ]:
-        header = _first_object(path) if path.suffix == ".jsonl" else _gemini_document_head(path)
-        if header is None or not isinstance(header.get("sessionId"), str):
-            continue
-        try:
-            cwd = (path.parent.parent / ".project_root").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            cwd = str(project) if header.get("projectHash") == project_hash else ""
-        yield _file_session("gemini-cli", path, header["sessionId"], cwd)
-
-
-def _gemini_document_head(path: Path) -> dict | None:
-    """The metadata of a 0.39-style session file (one JSON document; its id comes first)."""
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(_HEAD_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return None
-    found = {key: value for key, value in re.findall(r'"(sessionId|projectHash)"\s*:\s*"([^"]*)"', head)}
-    return found or None
-
-
-def _captured_sessions(project: Path) -> Iterator[Session]:
-    """The recording proxy's logs in this project's store (they belong to it by where they are)."""
-    from machine_lsp.core.store import find_machine_dir
-
-    directory = find_machine_dir(project) / "captured"
-    if directory.is_symlink():
-        return  # the store never follows a link out of itself
-    for path in _glob(directory, "*.jsonl"):
-        header = _first_object(path)
-        if header is not None and header.get("capture") == "proxy":
-            yield _file_session("proxy", path, header.get("session"), str(project))
-
-
 # -- helpers ---------------------------------------------------------------------------------------------------
-
-
-def _file_session(harness: str, path: Path, session_id: object, cwd: object) -> Session:
-    try:
-        updated = path.stat().st_mtime
-    except OSError:
-        updated = 0.0
-    return Session(
-        harness,
-        session_id if isinstance(session_id, str) and session_id else path.stem,
-        path,
-        cwd if isinstance(cwd, str) else "",
-        updated,
-    )
-
-
-def _glob(root: Path, pattern: str) -> list[Path]:
-    try:
-        return [path for path in root.glob(pattern) if path.is_file()] if root.is_dir() else []
-    except OSError:
-        return []
-
-
-def _head_objects(path: Path) -> Iterable[dict]:
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(_HEAD_BYTES)
-    except OSError:
-        return
-    for line in head.split(b"\n")[:20]:
-        if not line.strip():
-            continue
-        try:
-            obj = msgspec.json.decode(line)
-        except (msgspec.DecodeError, RecursionError):
-            continue  # a line longer than the head, or broken: the next one may do
-        if isinstance(obj, dict):
-            yield obj
-
-
-def _first_object(path: Path) -> dict | None:
-    return next(iter(_head_objects(path)), None)
 
 
 def _real(path: Path) -> Path:

@@ -27,16 +27,14 @@ def first_nonblank_lines(lines: Iterable[str], count: int) -> list[str]:
 def session_log_format(lines: Iterable[str]) -> str | None:
     """The name of the harness whose session log this is ("pi", ...), or None for chat JSONL / anything else.
 
-    Decided by the transcript adapters' own sniffers (`transcripts.pick_adapter` on the first non-blank lines), so
-    that a format added to `transcripts.ADAPTERS` is recognised everywhere at once. The chat JSONL adapter (last,
-    the fallback) is not a session log."""
+    Decided by the registry's own sniffers (`transcripts.pick_adapter` on the first non-blank lines), so that a
+    format added to `transcripts.ADAPTERS` is recognised everywhere at once. The chat JSONL adapter (the fallback)
+    is not a session log."""
     from machine_lsp.core import transcripts
 
-    head = first_nonblank_lines(lines, 8)
-    if not head:
-        return None
-    adapter = transcripts.pick_adapter(head)
-    return None if adapter is None or adapter is transcripts.ADAPTERS[-1] else adapter.name
+    head = first_nonblank_lines(lines, transcripts.SNIFF_LINES)
+    adapter = transcripts.pick_adapter(head) if head else None
+    return None if adapter is None or adapter is transcripts.CHAT_ADAPTER else adapter.name
 
 
 def _binary_message(offset: int) -> str:

@@ -42,6 +42,8 @@ class StoreError(Exception):
 
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: A file created here, never one already there, never through a link.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -109,12 +111,7 @@ def make_machine_dir(machine_dir: Path) -> None:
         raise
     dir_fd = open_store_dir(machine_dir)
     try:
-        fd = os.open(
-            GITIGNORE,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o644,
-            dir_fd=dir_fd,
-        )
+        fd = os.open(GITIGNORE, _NEW_FILE, 0o644, dir_fd=dir_fd)
         try:
             _write_all(fd, GITIGNORE_TEXT.encode())
         finally:
@@ -356,12 +353,7 @@ class Store:
         for suffix in range(1000):
             name = f"{TAGGED_FILE}.torn-{stamp}" + (f"-{suffix}" if suffix else "")
             try:
-                torn_fd = os.open(
-                    name,
-                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                    0o644,
-                    dir_fd=root_fd,
-                )
+                torn_fd = os.open(name, _NEW_FILE, 0o644, dir_fd=root_fd)
             except FileExistsError:
                 continue
             try:

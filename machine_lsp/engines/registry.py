@@ -32,7 +32,7 @@ class EngineSpec:
 ENGINES: tuple[EngineSpec, ...] = (
     EngineSpec(
         name="local",
-        module="machine_lsp.engines.local",
+        module="machine_lsp.engines.local.local",
         class_name="LocalEngine",
         scheme="local://",
         default_model="HuggingFaceTB/SmolLM2-135M-Instruct",
@@ -40,7 +40,7 @@ ENGINES: tuple[EngineSpec, ...] = (
     ),
     EngineSpec(
         name="tinker",
-        module="machine_lsp.engines.tinker_engine",
+        module="machine_lsp.engines.tinker.tinker_engine",
         class_name="TinkerEngine",
         scheme="tinker://",
         default_model="thinkingmachines/Inkling-Small",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from machine_lsp.core.evals import Comparison
@@ -19,6 +19,16 @@ def _pyplot():  # noqa: ANN202
     return plt
 
 
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """Write the figure beside `path`, then rename it over: a reader never sees half a PNG."""
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
 def loss_chart(
     steps: Sequence[int], losses: Sequence[float], path: Path, title: str = "training loss"
 ) -> Path:
@@ -29,12 +39,7 @@ def loss_chart(
     ax.set_ylabel("loss (mean NLL of trained tokens)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return _save(plt, fig, path)
 
 
 def compare_chart(c: Comparison, path: Path) -> Path:
@@ -70,9 +75,4 @@ def compare_chart(c: Comparison, path: Path) -> Path:
     for i, v in enumerate(counts):
         ax2.annotate(str(v), (i, v), ha="center", va="bottom", fontsize=8)
     ax2.set_title("row outcomes")
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return _save(plt, fig, path)

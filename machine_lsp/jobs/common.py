@@ -50,7 +50,7 @@ def make_engine(ctx: JobContext, engine: str, threads: int | None = None) -> Any
                 progress=lambda message: ctx.log(message),
             )
         if engine == "tinker":
-            from machine_lsp.engines.tinker_engine import TinkerUnavailable
+            from machine_lsp.engines.tinker.tinker_engine import TinkerUnavailable
 
             eng = get_engine(
                 "tinker", base_url=tinker_base_url(ctx.cwd), progress=lambda message: ctx.log(message)

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from machine_lsp.core import runs
 from machine_lsp.core.safe_files import write_file_safely
 from machine_lsp.core.schema import (
     RowFileError,
+    TagRecord,
     TrainingRow,
     encode_training_row,
     read_training_rows,
 )
 from machine_lsp.jobs.runner import JobContext, JobError
+
+if TYPE_CHECKING:
+    from machine_lsp.core.store import Store
 
 MAX_LISTED = 5
 
@@ -70,15 +75,8 @@ def training_data(
         return [(f"{path.name}:{line}", row) for line, row in rows], snapshot
 
     from machine_lsp.core.export import export_sft
-    from machine_lsp.core.store import Store, StoreError
 
-    try:
-        store = Store.open(ctx.cwd)
-        records = store.records()
-    except StoreError as exc:
-        raise JobError(str(exc)) from None
-    for warning in store.warnings:
-        ctx.log(warning, "warning")
+    store, records = store_records(ctx)
     sft = export_sft(records)
     if not sft:
         raise JobError(
@@ -92,3 +90,17 @@ def training_data(
         role="train", source="store", path=str(snap), sha256=runs.sha256_bytes(payload), rows=len(sft)
     )
     return [(f"store row {i}", row) for i, row in enumerate(sft, start=1)], snapshot
+
+
+def store_records(ctx: JobContext) -> tuple[Store, list[TagRecord]]:
+    """The project's store and its records, its read warnings logged (a store that cannot be read fails the job)."""
+    from machine_lsp.core.store import Store, StoreError
+
+    try:
+        store = Store.open(ctx.cwd)
+        records = store.records()
+    except StoreError as exc:
+        raise JobError(str(exc)) from None
+    for warning in store.warnings:
+        ctx.log(warning, "warning")
+    return store, records

@@ -159,15 +159,9 @@ def preference_rows(
 
 def _store_rows(ctx: JobContext, kind: str) -> tuple[list[tuple[str, Any]], runs.DataSnapshot, PairCounts]:
     from machine_lsp.core.export import build_kto, build_pairs
-    from machine_lsp.core.store import Store, StoreError
+    from machine_lsp.jobs.data import store_records
 
-    try:
-        store = Store.open(ctx.cwd)
-        records = store.records()
-    except StoreError as exc:
-        raise JobError(str(exc)) from None
-    for warning in store.warnings:
-        ctx.log(warning, "warning")
+    store, records = store_records(ctx)
     rows, counts = build_pairs(records) if kind == "pairs" else build_kto(records)
     if not rows:
         need = "a rewrite, or a good and a bad tag on one prompt" if kind == "pairs" else "good or bad tags"

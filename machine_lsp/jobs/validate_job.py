@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from machine_lsp.jobs.runner import JobContext, JobError
+
+if TYPE_CHECKING:
+    from machine_lsp.core.validate import Report
 
 
 class ValidateArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -47,15 +50,23 @@ def validate(ctx: JobContext, args: ValidateArgs) -> tuple[dict[str, Any], str]:
     except core_validate.UnreadableFile as exc:
         raise JobError(str(exc)) from None
     ctx.progress(total, total, f"validated {report.rows} rows", force=True)
+    result = _result(report, args.label or str(path))
+    errors = result["errors"] + (result["eval"]["errors"] if result["eval"] else 0)
+    warnings = result["warnings"] + (result["eval"]["warnings"] if result["eval"] else 0)
+    verdict = "ok" if report.all_ok else f"{errors} errors, {warnings} warnings"
+    return result, f"{args.label or path.name}: {report.rows} rows, {verdict}"
+
+
+def _result(report: Report, file: str) -> dict[str, Any]:
+    """The job's result: the report's findings (the first 1000) and counts, and the eval file's under "eval"."""
     findings = [msgspec.to_builtins(f) for f in report.findings]
     errors = sum(1 for f in report.findings if f.severity == "error")
-    warnings = len(report.findings) - errors
-    result = {
-        "file": str(path),
+    result: dict[str, Any] = {
+        "file": file,
         "rows": report.rows,
         "ok": report.all_ok,
         "errors": errors,
-        "warnings": warnings,
+        "warnings": len(report.findings) - errors,
         "findings": findings[:1000],
         "findings_truncated": len(findings) > 1000,
         "stats": msgspec.to_builtins(report.stats),
@@ -72,9 +83,4 @@ def validate(ctx: JobContext, args: ValidateArgs) -> tuple[dict[str, Any], str]:
             "warnings": len(er.findings) - e_errors,
             "findings": [msgspec.to_builtins(f) for f in er.findings[:1000]],
         }
-        errors += e_errors
-        warnings += len(er.findings) - e_errors
-    verdict = "ok" if report.all_ok else f"{errors} errors, {warnings} warnings"
-    if args.label:
-        result["file"] = args.label
-    return result, f"{args.label or path.name}: {report.rows} rows, {verdict}"
+    return result

@@ -335,13 +335,13 @@ def configured_base_url(project_dir: Path) -> str | None:
 def project_tinker_url(project_dir: Path) -> str:
     """The Tinker server a job in this project talks to: TINKER_BASE_URL, else machine.toml `[tinker] base_url`
     (what `machine tinker serve` wrote), else hosted Tinker. The one rule the jobs, the CLI and the server use."""
-    from machine_lsp.engines.tinker_url import URL_ENV, resolve_base_url
+    from machine_lsp.engines.tinker.tinker_url import URL_ENV, resolve_base_url
 
     return resolve_base_url(None if os.environ.get(URL_ENV) else configured_base_url(project_dir))
 
 
 def tinker_costs_money(project_dir: Path) -> bool:
     """A Tinker job here runs on hosted Tinker (paid), not on a server on this machine (`machine tinker serve`)."""
-    from machine_lsp.engines.tinker_url import is_local_url
+    from machine_lsp.engines.tinker.tinker_url import is_local_url
 
     return not is_local_url(project_tinker_url(project_dir))

@@ -27,7 +27,7 @@ What it translates (SDK 0.38 sends / expects -> what SkyRL tx 0.3.0 serves), eac
    sampling-session table. Drop when tx serves the route.
 
 Not translated (the engine works around it): `create_training_client_from_state*` sends a `load_weights` request
-without a model id (tx answers 422); `machine_lsp.engines.tinker_engine` then creates a LoRA client and loads the
+without a model id (tx answers 422); `machine_lsp.engines.tinker.tinker_engine` then creates a LoRA client and loads the
 state into it.
 """
 
@@ -211,8 +211,9 @@ def with_sequence_ids(response: Any, num_samples: int) -> bool:
     return True
 
 
-def _rewrite_json(send: Send, rewrite: Callable[[Any], bool]) -> Send:
-    """A `send` that buffers a 200 JSON response and lets `rewrite` change it in place before it goes out."""
+def _whole_response(send: Send, respond: Callable[[Message, bytes], tuple[bytes, list[Any]]]) -> Send:
+    """A `send` that buffers a response and hands its start and whole body to `respond`, which returns the body and
+    headers to send instead (their content-length is set here)."""
     start: Message | None = None
     chunks: list[bytes] = []
 
@@ -227,20 +228,47 @@ def _rewrite_json(send: Send, rewrite: Callable[[Any], bool]) -> Send:
         chunks.append(message.get("body", b""))
         if message.get("more_body", False):
             return
-        out = b"".join(chunks)
-        if start["status"] == 200:
-            try:
-                result = json.loads(out)
-            except ValueError:
-                result = None
-            if rewrite(result):
-                out = json.dumps(result).encode()
-        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        out, headers = respond(start, b"".join(chunks))
+        headers = [(k, v) for k, v in headers if k.lower() != b"content-length"]
         headers.append((b"content-length", str(len(out)).encode()))
         await send({**start, "headers": headers})
         await send({"type": "http.response.body", "body": out})
 
     return wrapped
+
+
+def _replay(body: bytes) -> Receive:
+    """A `receive` that hands the app a request body already read, once, then a disconnect."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _rewrite_json(send: Send, rewrite: Callable[[Any], bool]) -> Send:
+    """A `send` that buffers a 200 JSON response and lets `rewrite` change it in place before it goes out."""
+
+    def respond(start: Message, out: bytes) -> tuple[bytes, list[Any]]:
+        if start["status"] == 200:
+            result = _json_or_none(out)
+            if rewrite(result):
+                out = json.dumps(result).encode()
+        return out, list(start.get("headers", []))
+
+    return _whole_response(send, respond)
 
 
 def _header(scope: Scope, name: bytes) -> str:
@@ -325,16 +353,7 @@ class TinkerCompat:
         ]
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         inner = dict(scope, path=route, raw_path=route.encode(), headers=headers)
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": data, "more_body": False}
-
-        await self.app(inner, replay, send)
+        await self.app(inner, _replay(data), send)
 
     async def _asample(self, receive: Receive, scope: Scope, send: Send) -> None:
         body = await _read_body(receive)
@@ -342,55 +361,26 @@ class TinkerCompat:
             num_samples = int(json.loads(body or b"{}").get("num_samples", 1))
         except (ValueError, TypeError, AttributeError):
             num_samples = 1
-        sent = False
-
-        async def replay() -> Message:
-            nonlocal sent
-            if sent:
-                return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, _rewrite_json(send, lambda r: with_sequence_ids(r, num_samples)))
+        await self.app(scope, _replay(body), _rewrite_json(send, lambda r: with_sequence_ids(r, num_samples)))
 
     async def _retrieve_future(self, scope: Scope, receive: Receive, send: Send) -> None:
         wants_proto = PROTO_CONTENT_TYPE in _header(scope, b"accept")
-        start: Message | None = None
-        chunks: list[bytes] = []
 
-        async def capture(message: Message) -> None:
-            nonlocal start
-            if message["type"] == "http.response.start":
-                start = message
-                return
-            if message["type"] != "http.response.body":
-                await send(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body", False):
-                return
-            assert start is not None
-            out = b"".join(chunks)
-            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
-            proto = None
-            if start["status"] == 200:
-                try:
-                    result = json.loads(out)
-                except ValueError:
-                    result = None
-                if wants_proto:
-                    proto = result_proto(result, self.pb2)
-                elif sampler_path_fixed(result):
-                    out = json.dumps(result).encode()
+        def respond(start: Message, out: bytes) -> tuple[bytes, list[Any]]:
+            headers = list(start.get("headers", []))
+            if start["status"] != 200:
+                return out, headers
+            result = _json_or_none(out)
+            proto = result_proto(result, self.pb2) if wants_proto else None
             if proto is not None:
-                out = proto
                 headers = [(k, v) for k, v in headers if k.lower() != b"content-type"]
                 headers.append((b"content-type", PROTO_CONTENT_TYPE.encode()))
-            headers.append((b"content-length", str(len(out)).encode()))
-            await send({**start, "headers": headers})
-            await send({"type": "http.response.body", "body": out})
+                return proto, headers
+            if not wants_proto and sampler_path_fixed(result):
+                out = json.dumps(result).encode()
+            return out, headers
 
-        await self.app(scope, receive, capture)
+        await self.app(scope, receive, _whole_response(send, respond))
 
 
 def _sampler_lookup_for(app: Any) -> SamplerLookup:

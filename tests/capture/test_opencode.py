@@ -25,7 +25,7 @@ from opencode_run import OpenCodeRun
 from machine_lsp.cli.main import main
 from machine_lsp.core.schema import Message, text_of
 from machine_lsp.core.transcripts import load_turns, turn_at
-from machine_lsp.core.transcripts.opencode import db_sessions, load_db_turns
+from machine_lsp.core.transcripts.opencode_db import db_sessions, load_db_turns
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "opencode"
 

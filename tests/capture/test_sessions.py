@@ -22,7 +22,7 @@ from opencode_run import OpenCodeRun
 from machine_lsp.cli.main import main
 from machine_lsp.core.schema import text_of
 from machine_lsp.core.sessions import Homes, find_sessions, resolve_from
-from machine_lsp.core.transcripts import TranscriptError
+from machine_lsp.core.transcripts import TranscriptError, adapter_named
 
 ORDER = (
     "pi",
@@ -142,9 +142,16 @@ def test_homes_follow_the_environment(tmp_path: Path) -> None:
     homes = Homes(
         {"HOME": str(tmp_path), "CODEX_HOME": str(tmp_path / "cx"), "XDG_DATA_HOME": str(tmp_path / "d")}
     )
-    assert homes.pi == tmp_path / ".pi/agent/sessions" and homes.codex == tmp_path / "cx/sessions"
-    assert homes.opencode == tmp_path / "d/opencode/opencode.db"
-    assert homes.claude == tmp_path / ".claude/projects"
-    assert homes.letta == tmp_path / ".letta/lc-local-backend/conversations"
-    assert homes.qwen == tmp_path / ".qwen/projects"
-    assert Homes({"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": "/c"}).claude == Path("/c/projects")
+
+    def home(harness: str, of: Homes = homes) -> Path:
+        return adapter_named(harness).sessions_home(of)  # type: ignore[attr-defined]
+
+    assert home("pi") == tmp_path / ".pi/agent/sessions" and home("codex") == tmp_path / "cx/sessions"
+    assert home("opencode") == tmp_path / "d/opencode/opencode.db"
+    assert home("claude-code") == tmp_path / ".claude/projects"
+    assert home("letta-code") == tmp_path / ".letta/lc-local-backend/conversations"
+    assert home("qwen-code") == tmp_path / ".qwen/projects"
+    assert home("gemini-cli") == tmp_path / ".gemini/tmp"
+    assert home("claude-code", Homes({"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": "/c"})) == Path(
+        "/c/projects"
+    )

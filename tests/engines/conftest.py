@@ -29,7 +29,7 @@ def smollm2_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def local_engine(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.local.local import LocalEngine
 
     store = tmp_path_factory.mktemp("store") / ".machine"
     (store / "runs").mkdir(parents=True)

@@ -26,7 +26,7 @@ from machine_lsp.engines.base import (
     parse_local_address,
     resolve_local_checkpoint,
 )
-from machine_lsp.engines.local import length_groups
+from machine_lsp.engines.local.local import length_groups
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def test_settings_are_validated() -> None:
 
 
 def test_unknown_model_is_refused_without_download() -> None:
-    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.local.local import LocalEngine
 
     with pytest.raises(EngineError, match="hub names are never downloaded"):
         LocalEngine(threads=1).model_path("Qwen/Qwen3-8B")

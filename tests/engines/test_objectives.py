@@ -57,7 +57,7 @@ def _kto_batch(trainer: Any) -> tuple[list[Any], list[bool]]:
 
 
 def _reference(trainer: Any, batch: list[Any]) -> list[Any]:
-    from machine_lsp.engines.local_objectives import reference_logprobs
+    from machine_lsp.engines.local.local_objectives import reference_logprobs
 
     return reference_logprobs(trainer, trainer._check_batch(batch))
 
@@ -65,7 +65,7 @@ def _reference(trainer: Any, batch: list[Any]) -> list[Any]:
 def _policy(trainer: Any, batch: list[Any]) -> tuple[list[Any], list[Any]]:
     import torch
 
-    from machine_lsp.engines.local_objectives import token_logprobs
+    from machine_lsp.engines.local.local_objectives import token_logprobs
 
     with torch.no_grad():
         return token_logprobs(trainer, trainer._check_batch(batch))
@@ -220,7 +220,7 @@ def test_the_tinker_dpo_step_computes_the_local_loss_up_to_the_network(
     from tinker.lib.public_interfaces.training_client import TrainingClient
 
     from machine_lsp.engines.objectives.dpo_loss import dpo_loss
-    from machine_lsp.engines.tinker_objectives import custom_loss, loss_and_metrics
+    from machine_lsp.engines.tinker.tinker_objectives import custom_loss, loss_and_metrics
 
     trainer, batch = dpo_run["trainer"], dpo_run["batch"]
     objective = Objective(name="dpo", beta=0.1, rpo_alpha=rpo_alpha)

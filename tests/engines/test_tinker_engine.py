@@ -22,7 +22,7 @@ FAKE_KEY = "tml-FAKEKEY0123456789abcdef"
 PROBE = r"""
 import json, os, sys, time
 import tinker  # imported first so the measured time is the preflight's own bound, not a loaded machine's import
-from machine_lsp.engines import tinker_engine as te
+from machine_lsp.engines.tinker import tinker_engine as te
 t0 = time.monotonic()
 try:
     te.preflight(timeout=float(sys.argv[1]))
@@ -44,7 +44,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def te_bound() -> float:
     """The preflight's default deadline (20 s)."""
-    from machine_lsp.engines import tinker_engine as te
+    from machine_lsp.engines.tinker import tinker_engine as te
 
     return te.PREFLIGHT_TIMEOUT_S
 
@@ -102,8 +102,8 @@ def test_server_that_accepts_but_never_answers_is_bounded(tmp_path: Path, silent
 
 
 def test_tinker_paths() -> None:
-    from machine_lsp.engines import tinker_engine as te
     from machine_lsp.engines.base import EngineError
+    from machine_lsp.engines.tinker import tinker_engine as te
 
     addr = "tinker://run-123/sampler_weights/step-10"
     assert te.split_tinker_path(addr) == ("run-123", "sampler_weights", "step-10")
@@ -118,7 +118,7 @@ def test_inkling_renders_offline_into_the_same_datums() -> None:
     """The default Tinker model and its recommended renderer work offline; rows become weighted Datums."""
     from machine_lsp.core.schema import Message
     from machine_lsp.engines import render
-    from machine_lsp.engines.tinker_engine import DEFAULT_MODEL, TinkerEngine
+    from machine_lsp.engines.tinker.tinker_engine import DEFAULT_MODEL, TinkerEngine
 
     engine = TinkerEngine()
     assert engine.renderer_name(DEFAULT_MODEL) == "tml_v0"

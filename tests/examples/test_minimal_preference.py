@@ -3,37 +3,23 @@ stage, 2 held-out rows) and write_results.py, and the recorded RESULTS.md agains
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from example_modules import load_module, read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "minimal-preference"
 
 
-def load_module(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 make_corpus = load_module("minimal_preference_make_corpus", EXAMPLE / "make_corpus.py")
 sys.path.insert(0, str(EXAMPLE))
 write_results = load_module("minimal_preference_write_results", EXAMPLE / "write_results.py")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def operands(text: str) -> tuple[int, ...]:

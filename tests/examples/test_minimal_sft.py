@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -12,9 +11,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from example_modules import load_module, read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "minimal-sft"
@@ -22,20 +21,7 @@ README = EXAMPLE / "README.md"
 VENV_BIN = Path(sys.executable).parent
 
 
-def load_module(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 make_corpus = load_module("minimal_sft_make_corpus", EXAMPLE / "make_corpus.py")
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def pair_of(row: dict) -> frozenset[int] | tuple[int, int]:

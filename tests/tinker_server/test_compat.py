@@ -219,7 +219,7 @@ def test_a_protobuf_body_that_does_not_parse_is_a_400_not_a_crash() -> None:
 
 
 def test_sampler_checkpoint_paths_get_the_sampler_weights_form() -> None:
-    from machine_lsp.engines.tinker_engine import split_tinker_path
+    from machine_lsp.engines.tinker.tinker_engine import split_tinker_path
 
     tx_result = {
         "path": "tinker://model_ab12/step-3",

@@ -174,7 +174,7 @@ def test_machine_toml_adam_settings_are_what_the_sdk_sends(
 ) -> None:
     from machine_lsp.core.schema import Message
     from machine_lsp.engines import render
-    from machine_lsp.engines.tinker_engine import TinkerEngine
+    from machine_lsp.engines.tinker.tinker_engine import TinkerEngine
     from machine_lsp.scaffold.config import load_config
     from machine_lsp.scaffold.support import lora_settings
 

@@ -189,7 +189,7 @@ def test_a_broken_machine_toml_is_not_overwritten(tmp_path: Path) -> None:
 
 
 def test_the_jobs_find_the_served_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from machine_lsp.engines import tinker_url
+    from machine_lsp.engines.tinker import tinker_url
     from machine_lsp.jobs.common import tinker_base_url
     from machine_lsp.scaffold.config import project_tinker_url, tinker_costs_money
 

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from machine_lsp.engines import tinker_service
-from machine_lsp.engines.tinker_engine import TinkerUnavailable, wait_future
+from machine_lsp.engines.tinker import tinker_service
+from machine_lsp.engines.tinker.tinker_engine import TinkerUnavailable, wait_future
 from machine_lsp.tinker_server import process
 
 

@@ -280,8 +280,8 @@ def test_first_step_loss_matches_the_local_engine(
     from machine_lsp.core.schema import Message
     from machine_lsp.engines import render
     from machine_lsp.engines.base import LoraSettings
-    from machine_lsp.engines.local import LocalEngine
-    from machine_lsp.engines.tinker_engine import TinkerEngine
+    from machine_lsp.engines.local.local import LocalEngine
+    from machine_lsp.engines.tinker.tinker_engine import TinkerEngine
 
     _project, record = served
     monkeypatch.setenv("TINKER_TELEMETRY", "0")

@@ -8,7 +8,7 @@ import math
 import msgspec
 
 from machine_lsp.core.evals.grading import EvalError
-from machine_lsp.core.evals.results import EvalResult
+from machine_lsp.core.evals.results import EvalResult, RowResult
 
 
 def mcnemar_exact_p(gained: int, lost: int) -> float:
@@ -61,6 +61,23 @@ class Comparison(msgspec.Struct):
     b_bleed_rate: float | None = None
 
 
+def _flipped(pairs: list[tuple[RowResult, RowResult]]) -> list[ChangedRow]:
+    """The rows one result got right and the other wrong."""
+    return [
+        ChangedRow(
+            id=ra.id,
+            prompt=ra.prompt,
+            expected=ra.expected,
+            a_output=ra.output,
+            b_output=rb.output,
+            a_correct=ra.correct,
+            b_correct=rb.correct,
+        )
+        for ra, rb in pairs
+        if bool(ra.correct) != bool(rb.correct)
+    ]
+
+
 def compare(a: EvalResult, b: EvalResult) -> Comparison:
     """Pair rows by id (every row of each result has a unique id) and compare B against A."""
     a_rows = {r.id: r for r in a.rows}
@@ -74,19 +91,6 @@ def compare(a: EvalResult, b: EvalResult) -> Comparison:
     gained = sum(1 for ra, rb in pairs if not ra.correct and rb.correct)
     lost = sum(1 for ra, rb in pairs if ra.correct and not rb.correct)
     both = sum(1 for ra, rb in pairs if ra.correct and rb.correct)
-    changed = [
-        ChangedRow(
-            id=ra.id,
-            prompt=ra.prompt,
-            expected=ra.expected,
-            a_output=ra.output,
-            b_output=rb.output,
-            a_correct=ra.correct,
-            b_correct=rb.correct,
-        )
-        for ra, rb in pairs
-        if bool(ra.correct) != bool(rb.correct)
-    ]
     n = len(ids)
     a_correct, b_correct = both + lost, both + gained
     return Comparison(
@@ -105,7 +109,7 @@ def compare(a: EvalResult, b: EvalResult) -> Comparison:
         mcnemar_p=mcnemar_exact_p(gained, lost),
         a_format_rate=sum(ra.format_ok for ra, _ in pairs) / n,
         b_format_rate=sum(rb.format_ok for _, rb in pairs) / n,
-        changed=changed,
+        changed=_flipped(pairs),
         outputs_changed=sum(ra.output != rb.output for ra, rb in pairs),
         only_in_a=[i for i in a_rows if i not in b_rows],
         only_in_b=[i for i in b_rows if i not in a_rows],

@@ -1,12 +1,12 @@
-"""Transcript adapters: a conversation file -> the assistant turns in it that can be tagged.
+"""Transcript adapters: a conversation file -> the assistant turns in it that can be tagged; and the registry of
+them, ADAPTERS, which everything that names a harness or a log format iterates (sessions, selection, sniff, the
+CLI's and the editor's harness lists).
 
-Formats, picked by sniffing the first few non-blank lines (an adapter's `sniff_lines`, else `sniff` on the first
-line): Pi session logs (a `{"type":"session"}` header), Qwen Code session logs (a uuid tree of Gemini `parts`),
-Claude Code session logs (uuid/parentUuid lines, possibly
-after summary/snapshot/queue lines), Codex rollouts (`session_meta` / `response_item` lines) and chat JSONL
-(`{"messages": [...]}` per line). A file none of them claims, whose first lines are objects without `messages`,
-gets one message naming what it looks like and what is supported instead of an error on every line. Another
-harness's log becomes readable by adding an adapter to ADAPTERS.
+A file is read by the first adapter whose sniffer claims its first few non-blank lines (an adapter's
+`sniff_lines`, else `sniff` on the first line); chat JSONL (`{"messages": [...]}` per line) is the fallback. A file
+none of them claims, whose first lines are objects without `messages`, gets one message naming what it looks like
+and what is supported instead of an error on every line. Another harness's log becomes readable by adding its
+adapter module and one line to ADAPTERS (CONTRIBUTING.md walks through it).
 """
 
 from __future__ import annotations
@@ -18,25 +18,22 @@ from pathlib import Path
 
 from machine_lsp.core.lines import normalize_line_ends
 from machine_lsp.core.safe_files import read_regular
-from machine_lsp.core.transcripts.base import (
-    SNIFF_LINES,
-    TranscriptAdapter,
-    TranscriptError,
-    Turn,
-    TurnList,
-)
+from machine_lsp.core.transcripts.base import SNIFF_LINES, TranscriptAdapter, TranscriptError, Turn, TurnList
 from machine_lsp.core.transcripts.captured import CapturedAdapter
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
 from machine_lsp.core.transcripts.claude_code import ClaudeCodeAdapter
 from machine_lsp.core.transcripts.codex import CodexAdapter
 from machine_lsp.core.transcripts.gemini_cli import GeminiCliAdapter
-from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter, is_opencode_db, load_db_turns
+from machine_lsp.core.transcripts.opencode import OpenCodeExportAdapter
 from machine_lsp.core.transcripts.pi import LettaCodeAdapter, PiSessionAdapter
 from machine_lsp.core.transcripts.qwen_code import QwenCodeAdapter
+from machine_lsp.core.transcripts.session_files import Homes, Session
 from machine_lsp.core.transcripts.unknown import describe_object, describe_text
 
 __all__ = [
     "ADAPTERS",
+    "HARNESSES",
+    "answer_line",
     "is_assistant_entry",
     "TranscriptAdapter",
     "TranscriptError",
@@ -47,28 +44,58 @@ __all__ = [
     "turn_at",
 ]
 
-# Most specific first: the chat adapter takes anything the others do not claim.
+# The registry: every format read, most specific first (the first whose sniffer claims a file reads it; the chat
+# adapter, last, takes anything the others do not). An adapter carries its harness's one name, its sniffer, how the
+# "supported:" list words it, and, where its harness has them: `find_sessions` (where it keeps its sessions),
+# `answer_line` (the line test: is a decoded line a taggable answer), `near_miss` (words for a file shaped almost
+# like its logs), `reads_file`/`load_file` (a log that is not text) and `load_session`. A new format: one module,
+# one line here.
 ADAPTERS: list[TranscriptAdapter] = [
+    GeminiCliAdapter(),  # a Gemini CLI header has a `sessionId` as Claude Code's lines do: first
+    LettaCodeAdapter(),  # Pi's format with a Letta conversation id: before Pi
     PiSessionAdapter(),
     QwenCodeAdapter(),  # a uuid/parentUuid tree like Claude Code's, with Gemini `parts`: before Claude Code
     ClaudeCodeAdapter(),
     CodexAdapter(),
+    OpenCodeExportAdapter(),  # `opencode export` JSON: before the chat fallback
+    CapturedAdapter(),  # `machine capture proxy` logs carry `messages`: before the chat fallback
     ChatJsonlAdapter(),
 ]
-ADAPTERS.insert(0, LettaCodeAdapter())  # Pi's format with a Letta conversation id: before Pi
-ADAPTERS.insert(-1, OpenCodeExportAdapter())  # `opencode export` JSON: before the chat fallback
-# `machine capture proxy` logs carry `messages`: before the chat fallback.
-ADAPTERS.insert(-1, CapturedAdapter())
-# A Gemini CLI header has a `sessionId` as Claude Code's lines do: first.
-ADAPTERS.insert(0, GeminiCliAdapter())
-SUPPORTED = (
-    'chat JSONL ({"messages": [...]} per line), Pi session logs, Claude Code session logs '
-    "(~/.claude/projects/.../<session>.jsonl), Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
-    ", OpenCode (opencode.db, `opencode export` JSON), Letta Code (~/.letta/lc-local-backend/conversations/"
-    "<id>/messages.jsonl), Qwen Code (~/.qwen/projects/<cwd>/chats/<session>.jsonl)"
-    ", Gemini CLI (~/.gemini/tmp/<project>/chats/session-*.jsonl or .json)"
-    ", the recording proxy's logs (.machine/captured/*.jsonl)"
-)
+CHAT_ADAPTER = ADAPTERS[-1]
+#: The harnesses whose sessions `machine sessions`, `--from last` and the editor find, by their one name.
+HARNESSES = tuple(adapter.name for adapter in ADAPTERS if hasattr(adapter, "find_sessions"))
+SUPPORTED = ", ".join(adapter.supported for adapter in [CHAT_ADAPTER, *ADAPTERS[:-1]])
+
+
+def adapter_named(name: str) -> TranscriptAdapter:
+    return next(adapter for adapter in ADAPTERS if adapter.name == name)
+
+
+def find_harness_sessions(homes: Homes, project: Path, harness: str | None = None) -> Iterator[Session]:
+    """Every session the harnesses keep (`harness`: only that one's), wherever it ran."""
+    for adapter in ADAPTERS:
+        finder = getattr(adapter, "find_sessions", None)
+        if finder is not None and harness in (None, adapter.name):
+            yield from finder(homes, project)
+
+
+def load_session(session: Session, *, trace: bool = False, thinking: bool = False) -> TurnList:
+    """A found session's turns: read by its adapter where its log is not one file of its own, else its file."""
+    custom = getattr(adapter_named(session.harness), "load_session", None)
+    if custom is not None:
+        return custom(session, trace=trace, thinking=thinking)
+    return load_turns(session.path, trace=trace, thinking=thinking)
+
+
+def describe_first(first: dict) -> str:
+    """Words for the first object of a file no adapter reads: a near miss of a format read (its adapter's words),
+    else what else it looks like (unknown.describe_object)."""
+    for adapter in ADAPTERS:
+        near_miss = getattr(adapter, "near_miss", None)
+        words = near_miss(first) if near_miss is not None else None
+        if words is not None:
+            return words
+    return describe_object(first)
 
 
 def read_text(path: Path, uri: str | None = None) -> str:
@@ -109,8 +136,11 @@ def load_turns(
     thinking: bool = False,
 ) -> TurnList:
     """The tagged-able turns of a file (a Path) or of its text (a str, e.g. an editor buffer; pass its uri)."""
-    if isinstance(path_or_text, Path) and is_opencode_db(path_or_text):  # SQLite, not text: read it read-only
-        return load_db_turns(path_or_text, trace=trace, thinking=thinking)
+    if isinstance(path_or_text, Path):
+        for adapter in ADAPTERS:  # a log that is not text (OpenCode's SQLite database) is read by its adapter
+            reads_file = getattr(adapter, "reads_file", None)
+            if reads_file is not None and reads_file(path_or_text):
+                return adapter.load_file(path_or_text, trace=trace, thinking=thinking)
     if isinstance(path_or_text, Path):
         uri = uri or path_or_text.absolute().as_uri()
         text = normalize_line_ends(read_text(path_or_text, uri))
@@ -164,26 +194,20 @@ def _load(text: str, uri: str, *, trace: bool, thinking: bool) -> TurnList:
 
 def is_assistant_entry(obj: object) -> bool:
     """Whether one decoded log line is an assistant answer of a harness log (a line a person would tag)."""
+    return answer_line(obj) is not None
+
+
+def answer_line(obj: object) -> dict | None:
+    """What the adapters' line tests say of one decoded log line: None when it is no harness's taggable answer,
+    else whether --trace is offered for it (`tools`) and its stop reason where the log records one (`stop`)."""
     if not isinstance(obj, dict):
-        return False
-    message = obj.get("message")
-    if obj.get("type") == "message" and isinstance(message, dict):  # Pi
-        return message.get("role") == "assistant"
-    if (
-        obj.get("type") == "assistant" and isinstance(message, dict) and "uuid" in obj
-    ):  # Claude Code, Qwen Code
-        return True
-    if obj.get("type") == "gemini" and isinstance(obj.get("id"), str):  # Gemini CLI
-        return True
-    payload = obj.get("payload")
-    if obj.get("type") == "response_item" and isinstance(payload, dict):  # Codex
-        kind = payload.get("type")
-        return (kind == "message" and payload.get("role") == "assistant") or kind in (
-            "function_call",
-            "custom_tool_call",
-            "local_shell_call",
-        )
-    return False
+        return None
+    for adapter in ADAPTERS:
+        test = getattr(adapter, "answer_line", None)
+        found = test(obj) if test is not None else None
+        if found is not None:
+            return found
+    return None
 
 
 @contextlib.contextmanager
@@ -244,7 +268,7 @@ def _unknown_format(head: list[str], uri: str) -> TranscriptError | None:
         return None
     if any("messages" in obj for obj in objects):
         return None
-    return TranscriptError(uri, f"{describe_object(objects[0])}; supported: {SUPPORTED}", 1, 1)
+    return TranscriptError(uri, f"{describe_first(objects[0])}; supported: {SUPPORTED}", 1, 1)
 
 
 def turn_at(turns: list[Turn], line: int | None) -> Turn:

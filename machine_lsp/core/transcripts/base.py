@@ -81,6 +81,61 @@ class TranscriptAdapter(Protocol):
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList: ...
 
 
+class LogReader:
+    """What every log reader starts from: the text, its uri, the reading asked for (`trace`: the harness's own
+    context and tool calls kept; `thinking`: reasoning kept) and the turns read so far."""
+
+    def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
+        self.text = text
+        self.uri = uri
+        self.trace = trace
+        self.thinking = thinking
+        self.result = TurnList()
+
+
+class LineSniffer:
+    """The sniffing of an adapter whose files are claimed by one of their first lines: `looks_like(obj)` says
+    whether a decoded line is one of its lines."""
+
+    @staticmethod
+    def looks_like(obj: Any) -> bool:
+        raise NotImplementedError
+
+    def sniff(self, first_line: str) -> bool:
+        return self.sniff_lines([first_line])
+
+    def sniff_lines(self, lines: list[str]) -> bool:
+        return any_line_decodes_to(lines, self.looks_like)
+
+
+class LogLine:
+    """A log line's JSON object (`data`, set by the dataclass that subclasses this), with the `type` and `message`
+    every line-tree format (Claude Code's nodes, Pi's entries) reads safely: a missing or odd one reads as empty."""
+
+    data: dict[str, Any]
+
+    @property
+    def type(self) -> str:
+        return str(self.data.get("type"))
+
+    @property
+    def message(self) -> dict[str, Any]:
+        message = self.data.get("message")
+        return message if isinstance(message, dict) else {}
+
+
+def collect_turn(result: TurnList, make: Callable[..., Turn | None], *args: Any, **kwargs: Any) -> None:
+    """Add the turn `make(*args, **kwargs)` builds from one line, or the problem it raises: a broken line never
+    hides the others."""
+    try:
+        turn = make(*args, **kwargs)
+    except TranscriptError as exc:
+        result.problems.append(exc)
+        return
+    if turn is not None:
+        result.append(turn)
+
+
 def display_path(uri: str) -> str:
     """A file URI as the path a person typed; other URIs unchanged."""
     if uri.startswith("file://"):
@@ -151,6 +206,17 @@ def tool_call(call_id: str, name: str, arguments: Any) -> ToolCall:
     """An OpenAI-style tool call from a harness's decoded arguments (None: no arguments, an empty object)."""
     encoded = msgspec.json.encode(arguments if arguments is not None else {}).decode()
     return ToolCall(id=call_id, function=ToolFunction(name=name, arguments=encoded))
+
+
+def logged_call(block: dict[str, Any], line: int, index: int, arguments: Any) -> ToolCall:
+    """A tool call block as a log writes it (`id`, `name`): a block without an id gets one from its line and its
+    place in the reply, so its result can still be paired."""
+    return tool_call(str(block.get("id") or f"call_{line}_{index}"), str(block.get("name") or ""), arguments)
+
+
+def dropped(line: int, what: str) -> str:
+    """The warning for something a row cannot carry (`an image in a tool result`), dropped from the turn."""
+    return f"line {line}: {what} was dropped: rows carry text only"
 
 
 def json_objects(text: str, uri: str, result: TurnList) -> list[tuple[int, dict[str, Any]]]:

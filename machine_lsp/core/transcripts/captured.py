@@ -8,7 +8,8 @@ reported at its line and leaves the other lines taggable.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
@@ -19,10 +20,12 @@ from machine_lsp.core.transcripts.base import (
     Turn,
     TurnList,
     any_line_decodes_to,
+    collect_turn,
     display_path,
     json_objects,
 )
 from machine_lsp.core.transcripts.chat_jsonl import text_turns_only
+from machine_lsp.core.transcripts.session_files import Homes, Session, file_session, first_object, glob_files
 
 HARNESS = "proxy"
 MARKER = "proxy"  # the value of every line's first key, `capture`
@@ -34,6 +37,19 @@ def is_captured_line(obj: Any) -> bool:
 
 class CapturedAdapter:
     name = HARNESS
+    supported = "the recording proxy's logs (.machine/captured/*.jsonl)"
+
+    def find_sessions(self, homes: Homes, project: Path) -> Iterator[Session]:
+        """The recording proxy's logs in this project's store (they belong to it by where they are)."""
+        from machine_lsp.core.store import find_machine_dir
+
+        directory = find_machine_dir(project) / "captured"
+        if directory.is_symlink():
+            return  # the store never follows a link out of itself
+        for path in glob_files(directory, "*.jsonl"):
+            header = first_object(path)
+            if header is not None and header.get("capture") == MARKER:
+                yield file_session(self.name, path, header.get("session"), str(project))
 
     def sniff(self, first_line: str) -> bool:
         return first_line.startswith('{"capture":"proxy"')
@@ -45,13 +61,7 @@ class CapturedAdapter:
         result = TurnList()
         session = PurePosixPath(display_path(uri)).stem
         for line_no, obj in json_objects(text, uri, result):
-            try:
-                turn = _turn(obj, uri, line_no, session, trace=trace)
-            except TranscriptError as exc:
-                result.problems.append(exc)
-                continue
-            if turn is not None:
-                result.append(turn)
+            collect_turn(result, _turn, obj, uri, line_no, session, trace=trace)
         return result
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from machine_lsp.core.schema import Message, Source, TextPart, text_of, training_row_from_obj
-from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, decode_json_line
+from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, collect_turn, decode_json_line
 
 # Top-level keys of an eval row (not part of a training row) and of tool declarations (dropped with the tool calls
 # when a turn is tagged without its trace). Every other key (`meta`, ...) goes into the tag record and the export.
@@ -15,6 +15,7 @@ TOOL_KEYS = frozenset({"tools", "parallel_tool_calls", "functions"})
 
 class ChatJsonlAdapter:
     name = "chat_jsonl"
+    supported = 'chat JSONL ({"messages": [...]} per line)'
 
     def sniff(self, first_line: str) -> bool:
         return '"messages"' in first_line
@@ -27,13 +28,7 @@ class ChatJsonlAdapter:
             line_text = raw.removesuffix("\r")
             if not line_text.strip():
                 continue
-            try:
-                turn = self._turn(line_text, uri, line_no, trace=trace)
-            except TranscriptError as exc:
-                result.problems.append(exc)
-                continue
-            if turn is not None:
-                result.append(turn)
+            collect_turn(result, self._turn, line_text, uri, line_no, trace=trace)
         return result
 
     def _turn(self, line_text: str, uri: str, line_no: int, *, trace: bool) -> Turn | None:

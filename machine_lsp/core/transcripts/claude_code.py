@@ -30,79 +30,62 @@ are not part of it. How the harness's own request is rebuilt from the path:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from machine_lsp.core.schema import (
-    Message,
-    Source,
-    TextPart,
-)
+from machine_lsp.core.schema import Message, Source, TextPart
 from machine_lsp.core.transcripts.base import (
+    LineSniffer,
+    LogReader,
     TranscriptError,
     Turn,
     TurnList,
-    any_line_decodes_to,
     json_objects,
     reply_with_calls_blocked,
 )
 from machine_lsp.core.transcripts.claude_code_lines import (
+    CONVERSATION_TYPES,
     AssistantBuilder,
     Item,
     Node,
     add_blocks,
     blocks,
     command_expansion,
+    looks_like_claude_code,
     plain_text,
     text_turns,
+    tree_answer_line,
     unanswered_calls,
     user_items,
 )
+from machine_lsp.core.transcripts.session_files import Homes, Session, glob_files, tree_sessions
 
 HARNESS = "claude-code"
 CHECKED_VERSIONS = "2.1.332 (run in tests), 2.0.46 (public log)"
-_CONVERSATION_TYPES = {"user", "assistant", "attachment", "system", "progress"}
-_BOOKKEEPING_TYPES = {
-    "summary",
-    "file-history-snapshot",
-    "queue-operation",
-    "last-prompt",
-    "custom-title",
-    "tag",
-    "cost-state",
-    "mode",
-    "tools-used",
-    "atis-latch",
-    "api-request",
-    "api-request-shape",
-    "api-request-blob",
-}
 _INTERRUPTED = "[Request interrupted by user"
 
 
-def looks_like_claude_code(obj: Any) -> bool:
-    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-        return False
-    kind = obj["type"]
-    if kind in _CONVERSATION_TYPES:
-        return "parentUuid" in obj and "uuid" in obj
-    if kind == "summary":
-        return "leafUuid" in obj
-    if kind == "file-history-snapshot":
-        return "messageId" in obj and "snapshot" in obj
-    # Bookkeeping lines name the session. Only known kinds claim a file: any other object with a `type` and a
-    # `sessionId` (another agent's event log) would be named a Claude Code log that then holds nothing. A log that
-    # opens with a new kind is still claimed by the conversation lines among the first SNIFF_LINES.
-    return kind in _BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
+class ClaudeCodeAdapter(LineSniffer):
+    name = HARNESS  # one spelling: the harness name `machine sessions`, capture, serve and the editor use
+    supported = "Claude Code session logs (~/.claude/projects/.../<session>.jsonl)"
+    looks_like = staticmethod(looks_like_claude_code)
 
+    def sessions_home(self, homes: Homes) -> Path:
+        return homes.dir("CLAUDE_CONFIG_DIR", homes.home() / ".claude") / "projects"
 
-class ClaudeCodeAdapter:
-    name = HARNESS  # one spelling: the harness name `machine sessions` and capture use
+    def find_sessions(self, homes: Homes, project: Path) -> Iterable[Session]:
+        """`projects/<cwd slug>/*.jsonl`; each line's `cwd` is the directory it ran in."""
+        return tree_sessions(self.name, glob_files(self.sessions_home(homes), "*/*.jsonl"))
 
-    def sniff(self, first_line: str) -> bool:
-        return self.sniff_lines([first_line])
+    def answer_line(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        return tree_answer_line(obj)
 
-    def sniff_lines(self, lines: list[str]) -> bool:
-        return any_line_decodes_to(lines, looks_like_claude_code)
+    def near_miss(self, first: dict[str, Any]) -> str | None:
+        kind = first.get("type")
+        if "parentUuid" in first or (isinstance(kind, str) and "sessionId" in first and "uuid" in first):
+            return "looks like a Claude Code session log but none of its first lines is a conversation line"
+        return None
 
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _Reader(text, uri, trace=trace, thinking=thinking).read()
@@ -119,13 +102,9 @@ class _Prefix(NamedTuple):
 _EMPTY = _Prefix((), ())
 
 
-class _Reader:
+class _Reader(LogReader):
     def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
-        self.text = text
-        self.uri = uri
-        self.trace = trace
-        self.thinking = thinking
-        self.result = TurnList()
+        super().__init__(text, uri, trace=trace, thinking=thinking)
         self.nodes: dict[str, Node] = {}
         self.children: dict[str, list[Node]] = defaultdict(list)
         self.items: dict[str, tuple[Item, ...]] = {}
@@ -146,7 +125,7 @@ class _Reader:
             if self.session_id is None and isinstance(obj.get("sessionId"), str):
                 self.session_id = obj["sessionId"]
             uuid = obj.get("uuid")
-            if obj.get("type") not in _CONVERSATION_TYPES or not isinstance(uuid, str) or not uuid:
+            if obj.get("type") not in CONVERSATION_TYPES or not isinstance(uuid, str) or not uuid:
                 continue
             parent = obj.get("parentUuid")
             node = Node(uuid, parent if isinstance(parent, str) and parent else None, line_no, obj)

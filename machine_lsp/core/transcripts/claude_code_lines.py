@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall
-from machine_lsp.core.transcripts.base import assistant_message, tool_call, unanswered_calls_warning
+from machine_lsp.core.transcripts.base import (
+    LogLine,
+    assistant_message,
+    dropped,
+    logged_call,
+    unanswered_calls_warning,
+)
 
 INJECTED_PREFIXES = (
     "<system-reminder>",
@@ -77,20 +83,11 @@ def unanswered_calls(members: list[Node], answered: dict[str, Any]) -> str:
 
 
 @dataclass
-class Node:
+class Node(LogLine):
     uuid: str
     parent: str | None
     line: int
     data: dict[str, Any]
-
-    @property
-    def type(self) -> str:
-        return str(self.data.get("type"))
-
-    @property
-    def message(self) -> dict[str, Any]:
-        message = self.data.get("message")
-        return message if isinstance(message, dict) else {}
 
     @property
     def message_id(self) -> str | None:
@@ -157,7 +154,7 @@ def result_text(content: Any, line: int, warnings: list[str]) -> str:
         if isinstance(part, dict) and part.get("type") == "text":
             texts.append(str(part.get("text") or ""))
         elif isinstance(part, dict) and part.get("type") == "image":
-            warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
+            warnings.append(dropped(line, "an image in a tool result"))
     return "\n".join(texts)
 
 
@@ -169,18 +166,11 @@ def add_blocks(builder: AssistantBuilder, node: Node, thinking: bool, warnings: 
         elif kind == "thinking" and thinking and isinstance(block.get("thinking"), str) and block["thinking"]:
             builder.parts.append(ThinkingPart(block["thinking"]))
         elif kind == "tool_use":
-            arguments = block.get("input")
             builder.tool_calls.append(
-                tool_call(
-                    str(block.get("id") or f"call_{node.line}_{len(builder.tool_calls)}"),
-                    str(block.get("name") or ""),
-                    arguments,
-                )
+                logged_call(block, node.line, len(builder.tool_calls), block.get("input"))
             )
         elif kind == "image":
-            warnings.append(
-                f"line {node.line}: an image in an assistant reply was dropped: rows carry text only"
-            )
+            warnings.append(dropped(node.line, "an image in an assistant reply"))
 
 
 def user_items(
@@ -206,16 +196,7 @@ def user_items(
             continue
         part_type = part.get("type")
         if part_type == "tool_result":
-            call_id = str(part.get("tool_use_id") or "")
-            text = result_text(part.get("content"), node.line, warnings)
-            if part.get("is_error") and not text.startswith("Error"):
-                text = text or "(tool error)"
-            items.append(
-                Item(
-                    "message",
-                    Message(role="tool", content=text, tool_call_id=call_id, name=tool_names.get(call_id)),
-                )
-            )
+            items.append(Item("message", _tool_result_message(part, node.line, tool_names, warnings)))
         elif part_type == "text" and isinstance(part.get("text"), str):
             text = part["text"]
             command = typed_command(text) if expansion is not None else None
@@ -226,11 +207,62 @@ def user_items(
             elif text:
                 user_texts.append(text)
         elif part_type in ("image", "document"):
-            warnings.append(
-                f"line {node.line}: an {part_type} in a user message was dropped: rows carry text only"
-            )
+            warnings.append(dropped(node.line, f"an {part_type} in a user message"))
     if injected:
         items.append(Item("message", Message(role="system", content="\n".join(injected))))
     if user_texts:
         items.append(Item("message", Message(role="user", content="\n".join(user_texts))))
     return items
+
+
+def _tool_result_message(
+    part: dict[str, Any], line: int, tool_names: dict[str, str], warnings: list[str]
+) -> Message:
+    call_id = str(part.get("tool_use_id") or "")
+    text = result_text(part.get("content"), line, warnings)
+    if part.get("is_error") and not text.startswith("Error"):
+        text = text or "(tool error)"
+    return Message(role="tool", content=text, tool_call_id=call_id, name=tool_names.get(call_id))
+
+
+CONVERSATION_TYPES = {"user", "assistant", "attachment", "system", "progress"}
+_BOOKKEEPING_TYPES = {
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "last-prompt",
+    "custom-title",
+    "tag",
+    "cost-state",
+    "mode",
+    "tools-used",
+    "atis-latch",
+    "api-request",
+    "api-request-shape",
+    "api-request-blob",
+}
+
+
+def looks_like_claude_code(obj: Any) -> bool:
+    """A Claude Code log line: a conversation line of the uuid tree, or a bookkeeping line of a known kind."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        return False
+    kind = obj["type"]
+    if kind in CONVERSATION_TYPES:
+        return "parentUuid" in obj and "uuid" in obj
+    if kind == "summary":
+        return "leafUuid" in obj
+    if kind == "file-history-snapshot":
+        return "messageId" in obj and "snapshot" in obj
+    # Bookkeeping lines name the session. Only known kinds claim a file: any other object with a `type` and a
+    # `sessionId` (another agent's event log) would be named a Claude Code log that then holds nothing. A log that
+    # opens with a new kind is still claimed by the conversation lines among the first SNIFF_LINES.
+    return kind in _BOOKKEEPING_TYPES and isinstance(obj.get("sessionId"), str)
+
+
+def tree_answer_line(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The line test of a uuid-tree log (Claude Code's, Qwen Code's): an assistant line is a taggable answer, and
+    --trace is offered without scanning the file (it also keeps the harness's injected context)."""
+    if obj.get("type") == "assistant" and isinstance(obj.get("message"), dict) and "uuid" in obj:
+        return {"tools": True, "stop": None}
+    return None

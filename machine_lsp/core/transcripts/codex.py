@@ -27,7 +27,9 @@ items themselves on the lines after a `{"id", "timestamp", "instructions"}` head
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -42,14 +44,17 @@ from machine_lsp.core.schema import (
     ToolFunction,
 )
 from machine_lsp.core.transcripts.base import (
+    LineSniffer,
+    LogReader,
     Turn,
     TurnList,
-    any_line_decodes_to,
     assistant_message,
+    dropped,
     json_objects,
     reply_with_calls_blocked,
     unanswered_calls_warning,
 )
+from machine_lsp.core.transcripts.session_files import Homes, Session, file_session, first_object, glob_files
 
 HARNESS = "codex"
 CHECKED_VERSIONS = "0.171.0 (run in tests), 0.40.0 (public rollout)"
@@ -84,14 +89,37 @@ def looks_like_codex(obj: Any) -> bool:
     return ("instructions" in obj and "id" in obj and "timestamp" in obj) or obj.get("record_type") == "state"
 
 
-class CodexAdapter:
-    name = "codex"
+class CodexAdapter(LineSniffer):
+    name = HARNESS
+    supported = "Codex rollouts (~/.codex/sessions/.../rollout-*.jsonl)"
+    looks_like = staticmethod(looks_like_codex)
 
-    def sniff(self, first_line: str) -> bool:
-        return self.sniff_lines([first_line])
+    def sessions_home(self, homes: Homes) -> Path:
+        return homes.dir("CODEX_HOME", homes.home() / ".codex") / "sessions"
 
-    def sniff_lines(self, lines: list[str]) -> bool:
-        return any_line_decodes_to(lines, looks_like_codex)
+    def find_sessions(self, homes: Homes, project: Path) -> Iterator[Session]:
+        """`sessions/YYYY/MM/DD/rollout-*.jsonl`; `session_meta.payload.cwd` is the directory it ran in."""
+        for path in glob_files(self.sessions_home(homes), "*/*/*/rollout-*.jsonl"):
+            meta = first_object(path)
+            payload = meta.get("payload") if meta and meta.get("type") == "session_meta" else None
+            if isinstance(payload, dict):
+                yield file_session(self.name, path, payload.get("id"), payload.get("cwd"))
+
+    def answer_line(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """An assistant message or tool call item (--trace offered: it keeps the injected context)."""
+        payload = obj.get("payload")
+        if obj.get("type") != "response_item" or not isinstance(payload, dict):
+            return None
+        kind = payload.get("type")
+        if (kind == "message" and payload.get("role") == "assistant") or kind in _CALLS:
+            return {"tools": True, "stop": None}
+        return None
+
+    def near_miss(self, first: dict[str, Any]) -> str | None:
+        if "payload" in first and "timestamp" in first:
+            kind = first.get("type")
+            return f"looks like a Codex rollout but of a kind this version does not know (first line type {kind!r})"
+        return None
 
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _Reader(text, uri, trace=trace, thinking=thinking).read()
@@ -114,13 +142,9 @@ class _Open:
         return assistant_message(self.parts, self.tool_calls)
 
 
-class _Reader:
+class _Reader(LogReader):
     def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool) -> None:
-        self.text = text
-        self.uri = uri
-        self.trace = trace
-        self.thinking = thinking
-        self.result = TurnList()
+        super().__init__(text, uri, trace=trace, thinking=thinking)
         self.history: list[Message] = []
         self.plain: list[
             Message
@@ -274,16 +298,7 @@ class _Reader:
         blocked = None
         if not current.has_text and not message.tool_calls:
             blocked = "the reply is empty: nothing to train on"
-        turn = Turn(
-            line=min(self.span_start, current.first_line),
-            end_line=current.last_line,
-            messages=messages,
-            answer_index=len(messages) - 1,
-            source=self._source(current),
-            tags_blocked=blocked,
-            warnings=list(dict.fromkeys(self.warnings)),
-        )
-        self.result.append(turn)
+        turn = self._append_turn(current, messages, blocked)
         self.last_reply = (current, message, turn, self.plain, len(self.plain))
         self.turn_since_input = turn
         self.span_start = current.last_line + 1
@@ -303,19 +318,24 @@ class _Reader:
         if turn is None:
             answer = Message(role="assistant", content=message.content)
             messages = [*plain[:plain_length], answer]
-            turn = Turn(
-                line=min(self.span_start, current.first_line),
-                end_line=current.last_line,
-                messages=messages,
-                answer_index=len(messages) - 1,
-                source=self._source(current),
-                tags_blocked=reply_with_calls_blocked(current.has_text),
-                warnings=list(dict.fromkeys(self.warnings)),
-            )
-            self.result.append(turn)
+            turn = self._append_turn(current, messages, reply_with_calls_blocked(current.has_text))
         if current.aborted and turn.tags_blocked is None:
             turn.tags_blocked = _ABORTED_BLOCK
         turn.warnings.append(unanswered_calls_warning(unanswered))
+
+    def _append_turn(self, current: _Open, messages: list[Message], blocked: str | None) -> Turn:
+        """The turn answering with `current`, its context since the last one; appended to the result."""
+        turn = Turn(
+            line=min(self.span_start, current.first_line),
+            end_line=current.last_line,
+            messages=messages,
+            answer_index=len(messages) - 1,
+            source=self._source(current),
+            tags_blocked=blocked,
+            warnings=list(dict.fromkeys(self.warnings)),
+        )
+        self.result.append(turn)
+        return turn
 
     def _source(self, current: _Open) -> Source:
         return Source(
@@ -383,7 +403,7 @@ def _content_text(content: Any, line: int, warnings: list[str]) -> str:
         if part.get("type") in ("input_text", "output_text", "text"):
             texts.append(str(part.get("text") or ""))
         elif part.get("type") in ("input_image", "image"):
-            warnings.append(f"line {line}: an image was dropped: rows carry text only")
+            warnings.append(dropped(line, "an image"))
     return "\n".join(texts)
 
 
@@ -400,7 +420,7 @@ def _output_text(output: Any, line: int, warnings: list[str]) -> str:
         if not isinstance(part, dict):
             continue
         if part.get("type") in ("input_image", "image"):
-            warnings.append(f"line {line}: an image in a tool result was dropped: rows carry text only")
+            warnings.append(dropped(line, "an image in a tool result"))
         else:
             texts.append(str(part.get("text") or ""))
     return "\n".join(texts)

@@ -19,13 +19,17 @@ is a CLI command, never sent to the model.
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from machine_lsp.core.schema import ContentPart, Message, Source, TextPart, ThinkingPart, text_of
 from machine_lsp.core.transcripts.base import (
+    LineSniffer,
     TranscriptError,
     Turn,
     TurnList,
@@ -36,6 +40,14 @@ from machine_lsp.core.transcripts.base import (
     unanswered_calls_warning,
 )
 from machine_lsp.core.transcripts.chat_jsonl import text_turns_only
+from machine_lsp.core.transcripts.session_files import (
+    HEAD_BYTES,
+    Homes,
+    Session,
+    file_session,
+    first_object,
+    glob_files,
+)
 
 HARNESS = "gemini-cli"
 _INJECTED = ("<session_context>", "<hook_context>")
@@ -50,13 +62,11 @@ def is_header(obj: Any) -> bool:
     )
 
 
-class GeminiCliAdapter:
+class GeminiCliAdapter(LineSniffer):
     name = HARNESS
+    supported = "Gemini CLI (~/.gemini/tmp/<project>/chats/session-*.jsonl or .json)"
 
-    def sniff(self, first_line: str) -> bool:
-        return self.sniff_lines([first_line])
-
-    def sniff_lines(self, lines: list[str]) -> bool:
+    def sniff_lines(self, lines: list[str]) -> bool:  # the header line, or 0.39's pretty-printed document
         if not lines:
             return False
         if lines[0].strip() == "{":  # the pretty-printed JSON of 0.39 and before
@@ -75,6 +85,54 @@ class GeminiCliAdapter:
         header, messages = records
         _Builder(uri, header, result, trace=trace, thinking=thinking).run(messages)
         return result
+
+    def sessions_home(self, homes: Homes) -> Path:
+        return homes.dir("GEMINI_CLI_HOME", homes.home()) / ".gemini" / "tmp"
+
+    def find_sessions(self, homes: Homes, project: Path) -> Iterator[Session]:
+        """`tmp/<project>/chats/session-*.json[l]`: a project's chats are under a short name (0.40+:
+        `tmp/<name>/.project_root` holds the path) or under the sha256 of the path (the header's `projectHash`)."""
+        project_hash = hashlib.sha256(str(project).encode()).hexdigest()
+        home = self.sessions_home(homes)
+        for path in [
+            *glob_files(home, "*/chats/session-*.jsonl"),
+            *glob_files(home, "*/chats/session-*.json"),
+        ]:
+            header = first_object(path) if path.suffix == ".jsonl" else _document_head(path)
+            if header is None or not isinstance(header.get("sessionId"), str):
+                continue
+            try:
+                cwd = (path.parent.parent / ".project_root").read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                cwd = str(project) if header.get("projectHash") == project_hash else ""
+            yield file_session(self.name, path, header["sessionId"], cwd)
+
+    def answer_line(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """A model message record (--trace offered: it keeps the injected context)."""
+        return (
+            {"tools": True, "stop": None}
+            if obj.get("type") == "gemini" and isinstance(obj.get("id"), str)
+            else None
+        )
+
+    def near_miss(self, first: dict[str, Any]) -> str | None:
+        if "projectHash" in first and "sessionId" in first:
+            return (
+                "looks like a Gemini CLI session (~/.gemini/tmp/<project>/chats/), but not in a shape this version "
+                "reads (0.39's one JSON document or 0.40+ JSONL)"
+            )
+        return None
+
+
+def _document_head(path: Path) -> dict | None:
+    """The metadata of a 0.39-style session file (one JSON document; its id comes first)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return None
+    found = {key: value for key, value in re.findall(r'"(sessionId|projectHash)"\s*:\s*"([^"]*)"', head)}
+    return found or None
 
 
 def _records(text: str, uri: str, result: TurnList) -> tuple[dict[str, Any], list[tuple[int, dict]]] | None:

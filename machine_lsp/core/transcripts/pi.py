@@ -20,12 +20,15 @@ never copied per turn.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import msgspec
 
 from machine_lsp.core.schema import Message, Source
 from machine_lsp.core.transcripts.base import (
+    LogReader,
     TranscriptError,
     Turn,
     TurnList,
@@ -41,11 +44,13 @@ from machine_lsp.core.transcripts.pi_entries import (
     str_or_none,
     text_of_parts,
 )
+from machine_lsp.core.transcripts.session_files import Homes, Session, file_session, first_object, glob_files
 
 HARNESS = "pi"
 LETTA_HARNESS = "letta-code"
 # Letta Code's local conversation ids (a Pi session id is a UUID).
 _LETTA_SESSION_ID = re.compile(r"^(local-conv-|conv-|default$)")
+_LINE_TYPES = {"session", "message", "model_change", "thinking_level_change", "compaction"}
 
 
 class _Prefix(NamedTuple):
@@ -71,7 +76,8 @@ def is_letta_session_id(value: Any) -> bool:
 
 
 class PiSessionAdapter:
-    name = "pi"
+    name = HARNESS
+    supported = "Pi session logs"
 
     def sniff(self, first_line: str) -> bool:
         return _session_header(first_line) is not None
@@ -79,11 +85,32 @@ class PiSessionAdapter:
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _SessionReader(text, uri, trace=trace, thinking=thinking).read()
 
+    def sessions_home(self, homes: Homes) -> Path:
+        return homes.dir("PI_CODING_AGENT_DIR", homes.home() / ".pi" / "agent") / "sessions"
+
+    def find_sessions(self, homes: Homes, project: Path) -> Iterator[Session]:
+        """`sessions/--<cwd>--/*.jsonl`; the header's `cwd` is the directory it ran in."""
+        yield from _header_sessions(self.name, glob_files(self.sessions_home(homes), "*/*.jsonl"))
+
+    def answer_line(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """An assistant message entry (Letta Code's too: the same format), with its stop reason."""
+        message = obj.get("message")
+        if obj.get("type") == "message" and isinstance(message, dict) and message.get("role") == "assistant":
+            return {"tools": False, "stop": message.get("stopReason")}
+        return None
+
+    def near_miss(self, first: dict[str, Any]) -> str | None:
+        kind = first.get("type")
+        if kind in _LINE_TYPES and ("parentId" in first or kind == "session"):
+            return 'looks like a Pi session log but its first line is not the {"type":"session"} header'
+        return None
+
 
 class LettaCodeAdapter:
     """Letta Code's local backend transcripts: Pi's v3 session format, a Letta conversation id in the header."""
 
     name = LETTA_HARNESS
+    supported = "Letta Code (~/.letta/lc-local-backend/conversations/<id>/messages.jsonl)"
 
     def sniff(self, first_line: str) -> bool:
         header = _session_header(first_line)
@@ -92,15 +119,31 @@ class LettaCodeAdapter:
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _SessionReader(text, uri, trace=trace, thinking=thinking, letta=True).read()
 
+    def sessions_home(self, homes: Homes) -> Path:
+        default = homes.home() / ".letta" / "lc-local-backend"
+        return homes.dir("LETTA_LOCAL_BACKEND_DIR", default) / "conversations"
 
-class _SessionReader:
+    def find_sessions(self, homes: Homes, project: Path) -> Iterator[Session]:
+        """`conversations/<id>/messages.jsonl`; the header's `cwd` is the directory it ran in."""
+        paths = glob_files(self.sessions_home(homes), "*/messages.jsonl")
+        yield from _header_sessions(self.name, paths, named_by_dir=True)
+
+
+def _header_sessions(harness: str, paths: list[Path], *, named_by_dir: bool = False) -> Iterator[Session]:
+    """Logs that open with a `{"type":"session"}` header naming the session and the directory it ran in; without
+    an id there, a session is named by its file (Letta Code's: by its directory)."""
+    for path in paths:
+        header = first_object(path)
+        if header is None or header.get("type") != "session":
+            continue
+        session_id = header.get("id") or (path.parent.name if named_by_dir else None)
+        yield file_session(harness, path, session_id, header.get("cwd"))
+
+
+class _SessionReader(LogReader):
     def __init__(self, text: str, uri: str, *, trace: bool, thinking: bool, letta: bool = False) -> None:
-        self.text = text
+        super().__init__(text, uri, trace=trace, thinking=thinking)
         self.letta = letta
-        self.uri = uri
-        self.trace = trace
-        self.thinking = thinking
-        self.result = TurnList()
         self.entries: dict[str, Entry] = {}
         self.order: list[Entry] = []
         # Assistant entries with a later assistant entry below them (their exchange went on), and the ids of the

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall
-from machine_lsp.core.transcripts.base import tool_call
+from machine_lsp.core.transcripts.base import LogLine, dropped, logged_call
 
 # Pi's own wrappers (pi-coding-agent 0.73.1, core/messages.ts): the summary text the model reads is exactly this.
 COMPACTION_SUMMARY_PREFIX = (
@@ -24,7 +24,7 @@ _SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>\s*", re.D
 
 
 @dataclass
-class Entry:
+class Entry(LogLine):
     """One entry line of a Pi session: its id (`@<line>` in v1 files, which have none), parent, line and object."""
 
     id: str
@@ -32,15 +32,6 @@ class Entry:
     line: int
     data: dict[str, Any]
     synthetic_id: bool = False
-
-    @property
-    def type(self) -> str:
-        return str(self.data.get("type"))
-
-    @property
-    def message(self) -> dict[str, Any]:
-        message = self.data.get("message")
-        return message if isinstance(message, dict) else {}
 
     @property
     def is_assistant(self) -> bool:
@@ -179,9 +170,7 @@ class EntryConverter:
                 texts.append(part["text"])
             elif part.get("type") == "image":
                 mime = part.get("mimeType") or "image"
-                warnings.append(
-                    f"line {line}: an image ({mime}) in a {what} was dropped: rows carry text only"
-                )
+                warnings.append(dropped(line, f"an image ({mime}) in a {what}"))
         return "\n".join(texts)
 
     def assistant(self, message: dict[str, Any], line: int, warnings: list[str]) -> Message:
@@ -202,18 +191,9 @@ class EntryConverter:
                 if part["thinking"] and not part.get("redacted"):
                     content_parts.append(ThinkingPart(part["thinking"]))
             elif kind == "toolCall" and self.trace:
-                arguments = part.get("arguments")
-                tool_calls.append(
-                    tool_call(
-                        str(part.get("id") or f"call_{line}_{len(tool_calls)}"),
-                        str(part.get("name") or ""),
-                        arguments,
-                    )
-                )
+                tool_calls.append(logged_call(part, line, len(tool_calls), part.get("arguments")))
             elif kind == "image":
-                warnings.append(
-                    f"line {line}: an image in an assistant reply was dropped: rows carry text only"
-                )
+                warnings.append(dropped(line, "an image in an assistant reply"))
         content: str | list[ContentPart]
         if any(isinstance(part, ThinkingPart) for part in content_parts):
             content = content_parts

@@ -16,22 +16,25 @@ replies (no function call) and a last line the session ended on, with the user's
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from machine_lsp.core.schema import ContentPart, Message, Source, TextPart, ThinkingPart, ToolCall
 from machine_lsp.core.transcripts.base import (
+    LineSniffer,
     TranscriptError,
     Turn,
     TurnList,
-    any_line_decodes_to,
     assistant_message,
     json_objects,
     reply_with_calls_blocked,
     tool_call,
 )
-from machine_lsp.core.transcripts.claude_code_lines import text_turns
+from machine_lsp.core.transcripts.claude_code_lines import text_turns, tree_answer_line
+from machine_lsp.core.transcripts.session_files import Homes, Session, glob_files, tree_sessions
 
 HARNESS = "qwen-code"
 CHECKED_VERSIONS = "0.24.4 (run in tests), 0.21.x (log shape)"
@@ -54,14 +57,20 @@ def looks_like_qwen_code(obj: Any) -> bool:
     return obj["type"] == "tool_result" or (obj["type"] == "system" and "systemPayload" in obj)
 
 
-class QwenCodeAdapter:
+class QwenCodeAdapter(LineSniffer):
     name = HARNESS
+    supported = "Qwen Code (~/.qwen/projects/<cwd>/chats/<session>.jsonl)"
+    looks_like = staticmethod(looks_like_qwen_code)
 
-    def sniff(self, first_line: str) -> bool:
-        return self.sniff_lines([first_line])
+    def sessions_home(self, homes: Homes) -> Path:
+        return homes.home() / ".qwen" / "projects"
 
-    def sniff_lines(self, lines: list[str]) -> bool:
-        return any_line_decodes_to(lines, looks_like_qwen_code)
+    def find_sessions(self, homes: Homes, project: Path) -> Iterable[Session]:
+        """`projects/<cwd with / -> ->/chats/<sessionId>.jsonl`; each line's `cwd` is the directory it ran in."""
+        return tree_sessions(self.name, glob_files(self.sessions_home(homes), "*/chats/*.jsonl"))
+
+    def answer_line(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        return tree_answer_line(obj)
 
     def turns(self, text: str, uri: str, *, trace: bool = False, thinking: bool = False) -> TurnList:
         return _Reader(uri, trace=trace, thinking=thinking).read(text)

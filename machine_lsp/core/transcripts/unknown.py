@@ -2,7 +2,8 @@
 user knows why nothing was tagged. Only shapes seen in real logs are named; anything else is described by its keys.
 
 A shape is named here only when no adapter reads it: a format whose adapter is added to `transcripts.ADAPTERS` is
-claimed by that adapter's sniffer first and never reaches these words.
+claimed by that adapter's sniffer first and never reaches these words. A near miss of a format that is read (a Pi
+log without its header) is worded by that format's adapter (`near_miss`), asked first by `transcripts.describe_first`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-_PI_LINE_TYPES = {"session", "message", "model_change", "thinking_level_change", "compaction"}
 
 
 def describe_text(first_line: str) -> str | None:
@@ -36,14 +35,10 @@ def describe_text(first_line: str) -> str | None:
 
 
 def describe_object(first: dict[str, Any]) -> str:
-    """Words for a JSON object that begins a file no adapter reads (a JSONL line, or a whole JSON document)."""
+    """Words for a JSON object that begins a file no adapter reads (a JSONL line, or a whole JSON document), when
+    it is no near miss of a format that is read: another agent's log, another row format, else its keys."""
     kind = first.get("type")
     keys = ", ".join(list(first)[:8]) or "none"
-    if "projectHash" in first and "sessionId" in first:
-        return (
-            "looks like a Gemini CLI session (~/.gemini/tmp/<project>/chats/), but not in a shape this version reads "
-            "(0.39's one JSON document or 0.40+ JSONL)"
-        )
     if isinstance(kind, str) and kind.startswith("session.") and "data" in first:
         return "looks like a GitHub Copilot CLI session (events.jsonl), which this version does not read"
     if kind == "metadata" and "protocol_version" in first:
@@ -56,24 +51,18 @@ def describe_object(first: dict[str, Any]) -> str:
         return "looks like prompt/completion rows (keys: " + keys + "), not chat rows"
     if "conversations" in first:
         return "looks like ShareGPT rows (a `conversations` list), not chat rows"
-    if kind in _PI_LINE_TYPES and ("parentId" in first or kind == "session"):
-        return 'looks like a Pi session log but its first line is not the {"type":"session"} header'
-    if "payload" in first and "timestamp" in first:
-        return (
-            f"looks like a Codex rollout but of a kind this version does not know (first line type {kind!r})"
-        )
-    if "parentUuid" in first or (isinstance(kind, str) and "sessionId" in first and "uuid" in first):
-        return "looks like a Claude Code session log but none of its first lines is a conversation line"
     return f"unknown JSONL: the first line has keys {keys}"
 
 
 def describe_document(document: Any) -> str:
     """A whole JSON document that is not an `opencode export` (the one JSON-document format read): what it looks
     like, when that is known."""
+    from machine_lsp.core.transcripts import (
+        SUPPORTED,
+        describe_first,
+    )  # the registry, which imports this module
+
     looks = "a JSON document, but not an OpenCode session export"
-    if isinstance(document, dict) and not describe_object(document).startswith("unknown"):
-        looks = f"a JSON document that {describe_object(document)}, not an OpenCode session export"
-    return (
-        f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: chat JSONL, Pi / Letta '
-        "Code / Claude Code / Codex / Qwen Code session logs, OpenCode exports and opencode.db"
-    )
+    if isinstance(document, dict) and not describe_first(document).startswith("unknown"):
+        looks = f"a JSON document that {describe_first(document)}, not an OpenCode session export"
+    return f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: {SUPPORTED}'

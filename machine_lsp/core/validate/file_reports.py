@@ -13,7 +13,7 @@ from machine_lsp.core.validate.findings import (
 )
 from machine_lsp.core.validate.formats import diagnose_lines
 from machine_lsp.core.validate.inputs import check_binary, read_input
-from machine_lsp.core.validate.passes import _bytes_pass, _finish, _Pass, _text_pass
+from machine_lsp.core.validate.passes import _content_pass, _finish, _Pass
 from machine_lsp.core.validate.preference import (
     PREFERENCE_KINDS,
     refine_kind,
@@ -23,7 +23,7 @@ from machine_lsp.core.validate.preference import (
 
 def prompt_keys(text: str, kind: Kind = "auto") -> set[str]:
     """User prompts of every row of a file, for leakage checks against it."""
-    return _text_pass(text, kind, "<text>").prompt_keys()
+    return _content_pass(text, kind, "<text>").prompt_keys()
 
 
 def _paired_prompts(other: str | None, other_prompts: set[str] | None, kind: Kind) -> set[str] | None:
@@ -50,7 +50,7 @@ def validate_text(
     if diagnosed is not None:
         return diagnosed
     other_prompts = _paired_prompts(other, other_prompts, kind)
-    run = _text_pass(text, kind, file, progress, want_prompts=other_prompts is not None)
+    run = _content_pass(text, kind, file, progress, want_prompts=other_prompts is not None)
     return _finish(run, other_prompts, other_name)
 
 
@@ -91,7 +91,7 @@ def validate_bytes(
     if diagnosed is not None:
         return diagnosed
     other_prompts = _paired_prompts(other, other_prompts, kind)
-    run = _bytes_pass(data, kind, file, progress, want_prompts=other_prompts is not None)
+    run = _content_pass(data, kind, file, progress, want_prompts=other_prompts is not None)
     return _finish(run, other_prompts, other_name)
 
 
@@ -118,10 +118,10 @@ def validate_path(
         if eval_data is not None:
             diagnosed.eval_report = validate_bytes(eval_data, "eval", file=str(eval_path))
         return diagnosed
-    run = _bytes_pass(data, kind, str(path), progress, want_prompts=eval_data is not None)
+    run = _content_pass(data, kind, str(path), progress, want_prompts=eval_data is not None)
     if eval_data is None:
         return _finish(run, None, "")
-    eval_run = _bytes_pass(eval_data, "eval", str(eval_path))
+    eval_run = _content_pass(eval_data, "eval", str(eval_path))
     report = _finish(run, eval_run.prompt_keys(), str(eval_path))
     report.eval_report = _finish(eval_run, run.prompt_keys(), str(path))
     return report

@@ -96,40 +96,13 @@ _JSON_ERROR_POS = re.compile(r"\(byte (\d+)\)")
 
 def json_error(ck: LineChecker, exc: msgspec.DecodeError) -> None:
     text = ck.text
-    # Python's json gives code-point positions and plain messages; msgspec stays the judge of validity. On huge
-    # lines json would build the whole (broken) value first, so take msgspec's byte offset there instead.
-    pos: int | None = None
-    reason: str | None = None
-    if len(text) <= MAX_JSON_RELOCATE_CHARS:
-        try:
-            json.loads(text, parse_constant=_reject_constant)
-        except json.JSONDecodeError as err:
-            pos, reason = err.pos, err.msg.removesuffix(" starting at")
-        except (ValueError, RecursionError):
-            pass
-    if pos is None:
-        pos, reason = _msgspec_error_position(text, str(exc))
-    assert reason is not None
+    pos, reason = _json_error_position(text, exc)
     body_end = ck.value_end
     if ck.value_start == body_end:
         ck.add("json-invalid", "line is not JSON", 0, len(text))
         return
     if reason == "Extra data":
-        rest = text[pos:body_end]
-        if rest == ",":
-            ck.add(
-                "trailing-comma",
-                "trailing comma after the row (JSONL has one object per line, no separators)",
-                pos,
-                body_end,
-                fix=Fix("Remove the trailing comma", [ck.edit(pos, body_end, "")]),
-            )
-            return
-        fix = None
-        if _json_ok(rest):
-            gap_start = len(text[:pos].rstrip())
-            fix = Fix("Split into one row per line", [ck.edit(gap_start, pos, "\n")])
-        ck.add("json-trailing-data", "unexpected data after the JSON value", pos, body_end, fix=fix)
+        _extra_data(ck, pos, body_end)
         return
     if pos >= body_end:
         ck.add(
@@ -152,6 +125,39 @@ def json_error(ck: LineChecker, exc: msgspec.DecodeError) -> None:
             )
             return
     ck.add("json-invalid", f"not valid JSON: {reason[:1].lower() + reason[1:]}", pos, pos + 1)
+
+
+def _json_error_position(text: str, exc: msgspec.DecodeError) -> tuple[int, str]:
+    """Where the line's JSON breaks (a code-point position) and why."""
+    # Python's json gives code-point positions and plain messages; msgspec stays the judge of validity. On huge
+    # lines json would build the whole (broken) value first, so take msgspec's byte offset there instead.
+    if len(text) <= MAX_JSON_RELOCATE_CHARS:
+        try:
+            json.loads(text, parse_constant=_reject_constant)
+        except json.JSONDecodeError as err:
+            return err.pos, err.msg.removesuffix(" starting at")
+        except (ValueError, RecursionError):
+            pass
+    return _msgspec_error_position(text, str(exc))
+
+
+def _extra_data(ck: LineChecker, pos: int, body_end: int) -> None:
+    """Something after the row's value: a trailing comma, another row on the same line, or junk."""
+    rest = ck.text[pos:body_end]
+    if rest == ",":
+        ck.add(
+            "trailing-comma",
+            "trailing comma after the row (JSONL has one object per line, no separators)",
+            pos,
+            body_end,
+            fix=Fix("Remove the trailing comma", [ck.edit(pos, body_end, "")]),
+        )
+        return
+    fix = None
+    if _json_ok(rest):
+        gap_start = len(ck.text[:pos].rstrip())
+        fix = Fix("Split into one row per line", [ck.edit(gap_start, pos, "\n")])
+    ck.add("json-trailing-data", "unexpected data after the JSON value", pos, body_end, fix=fix)
 
 
 def _msgspec_error_position(text: str, message: str) -> tuple[int, str]:

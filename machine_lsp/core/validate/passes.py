@@ -310,35 +310,39 @@ def _check_other_line(
     return _slow_check(text, line_no, kind)
 
 
-def _text_pass(
-    text: str,
+def _content_pass(
+    content: str | bytes,
     kind: Kind,
     file: str,
     progress: Callable[[int, int], None] | None = None,
     want_prompts: bool = True,
 ) -> _Pass:
+    """Check every line of a text (an editor buffer) or of a file's bytes."""
     started = time.perf_counter()
-    byte_count = len(text.encode("utf-8", "surrogatepass"))
-    bom = text.startswith("\ufeff")
-    if bom:
-        text = text[1:]
-    lines = split_lines(text)  # the one line rule (core.lines), as the server splits
+    if isinstance(content, str):
+        byte_count, lines, bom, ends_open = _text_lines(content)
+    else:
+        byte_count, lines, bom, ends_open = _byte_lines(content, file)
     run = _Pass(file, byte_count, lines, bom)
     _check_lines(run, kind, progress, want_prompts)
-    if lines and not text.endswith(("\n", "\r")) and lines[-1].isspace():
+    if lines and ends_open and lines[-1].isspace():
         run.findings = [_fix_last_blank(f, run, len(lines)) for f in run.findings]
     run.seconds = time.perf_counter() - started
     return run
 
 
-def _bytes_pass(
-    data: bytes,
-    kind: Kind,
-    file: str,
-    progress: Callable[[int, int], None] | None = None,
-    want_prompts: bool = True,
-) -> _Pass:
-    started = time.perf_counter()
+def _text_lines(text: str) -> tuple[int, list[str], bool, bool]:
+    """The text's size in bytes, its lines, whether it began with a BOM, whether its last line is unterminated."""
+    byte_count = len(text.encode("utf-8", "surrogatepass"))
+    bom = text.startswith("\ufeff")
+    if bom:
+        text = text[1:]
+    lines = split_lines(text)  # the one line rule (core.lines), as the server splits
+    return byte_count, lines, bom, not text.endswith(("\n", "\r"))
+
+
+def _byte_lines(data: bytes, file: str) -> tuple[int, list[bytes], bool, bool]:
+    """As _text_lines, for a file's bytes (refused when they look binary)."""
     check_binary(data, file)
     byte_count = len(data)
     bom = data.startswith(b"\xef\xbb\xbf")
@@ -350,12 +354,7 @@ def _bytes_pass(
     ends_with_newline = lines[-1] == b""
     if ends_with_newline:
         lines.pop()
-    run = _Pass(file, byte_count, lines, bom)
-    _check_lines(run, kind, progress, want_prompts)
-    if lines and not ends_with_newline and lines[-1].isspace():
-        run.findings = [_fix_last_blank(f, run, len(lines)) for f in run.findings]
-    run.seconds = time.perf_counter() - started
-    return run
+    return byte_count, lines, bom, not ends_with_newline
 
 
 def _finish(run: _Pass, other_prompts: set[str] | None, other_name: str) -> Report:

@@ -173,24 +173,9 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
             ids = _check_tool_calls(ck, calls, _value_span(mspan, "tool_calls"), mrange, index, role)
             tool_ids.update(ids)
             any_call = any_call or has_calls
-        for key in ("tool_call_id", "name"):
-            value = message.get(key)
-            if value is not None and not isinstance(value, str):
-                ck.add(
-                    "field-type",
-                    f"`{key}` of message {index + 1} must be a string, not {describe(value)}",
-                    *_span_of(_value_span(mspan, key), mrange),
-                )
+        _check_string_fields(ck, message, mspan, mrange, index)
         _check_training_flags(ck, message, mspan, mrange, index, intended)
-        if message.get("function_call") is not None:
-            ck.add(
-                "function-call-legacy",
-                f"message {index + 1} uses `function_call`, OpenAI's deprecated function-calling format, which "
-                'tinker-cookbook renderers do not read; use `"tool_calls": [{"id": "call_1", "type": "function", '
-                '"function": {"name": ..., "arguments": "<JSON text>"}}]` and answer it with a `tool` message '
-                "that has the same `tool_call_id`",
-                *_span_of(_value_span(mspan, "function_call"), mrange),
-            )
+        _check_legacy_function_call(ck, message, mspan, mrange, index)
         if role == "tool":
             check_tool_answer(ck, message, mspan, mrange, index, tool_ids, any_call)
         if role == "user":
@@ -204,6 +189,35 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
             check_prompted(ck, messages, roles, span, whole)
         check_results_follow_calls(ck, messages, roles, span, whole)
     return prompt_key
+
+
+def _check_string_fields(
+    ck: LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
+) -> None:
+    """`tool_call_id` and `name`, when present, are strings."""
+    for key in ("tool_call_id", "name"):
+        value = message.get(key)
+        if value is not None and not isinstance(value, str):
+            ck.add(
+                "field-type",
+                f"`{key}` of message {index + 1} must be a string, not {describe(value)}",
+                *_span_of(_value_span(mspan, key), mrange),
+            )
+
+
+def _check_legacy_function_call(
+    ck: LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
+) -> None:
+    """OpenAI's deprecated `function_call`, named with what replaces it."""
+    if message.get("function_call") is not None:
+        ck.add(
+            "function-call-legacy",
+            f"message {index + 1} uses `function_call`, OpenAI's deprecated function-calling format, which "
+            'tinker-cookbook renderers do not read; use `"tool_calls": [{"id": "call_1", "type": "function", '
+            '"function": {"name": ..., "arguments": "<JSON text>"}}]` and answer it with a `tool` message '
+            "that has the same `tool_call_id`",
+            *_span_of(_value_span(mspan, "function_call"), mrange),
+        )
 
 
 def _check_training_flags(
@@ -378,48 +392,54 @@ def _check_tool_calls(
         ck.add("tool-call-invalid", f"only assistant messages make tool calls ({where} is `{role}`)", *crange)
     ids: list[str] = []
     for call_index, call in enumerate(calls):
-        cspan = _item_span(span, call_index)
-        one = _span_of(cspan, crange)
-        function = call.get("function") if isinstance(call, dict) else None
-        if (
-            not isinstance(call, dict)
-            or not isinstance(call.get("id"), str)
-            or not isinstance(function, dict)
-            or not isinstance(function.get("name"), str)
-            or not isinstance(function.get("arguments"), str)
-            or not isinstance(call.get("type", "function"), str)
-        ):
-            ck.add(
-                "tool-call-invalid",
-                f'tool call {call_index + 1} of {where} must look like {{"id": "...", "type": "function", '
-                '"function": {"name": "...", "arguments": "<JSON text>"}}',
-                *one,
-            )
-            continue
-        ids.append(call["id"])
-        arguments = function["arguments"]
-        arange = _span_of(_value_span(_value_span(cspan, "function"), "arguments"), one)
-        if not _json_ok(arguments):
-            ck.add(
-                "tool-arguments-json",
-                f"`arguments` of tool call {call_index + 1} is not JSON text",
-                *arange,
-                severity="warning",
-            )
-            continue
-        inner = _any_decoder.decode(arguments)
-        if isinstance(inner, str) and _double_encoded(inner):
-            ck.add(
-                "tool-arguments-double-encoded",
-                f"`arguments` of tool call {call_index + 1} is JSON-encoded twice: it holds a JSON string whose "
-                "text is the JSON object; the model would learn to write the escaped string",
-                *arange,
-                severity="warning",
-                fix=Fix(
-                    "Decode the arguments once", [ck.edit(*arange, json.dumps(inner, ensure_ascii=False))]
-                ),
-            )
+        call_id = _check_one_tool_call(ck, call, _item_span(span, call_index), crange, call_index, where)
+        if call_id is not None:
+            ids.append(call_id)
     return ids
+
+
+def _check_one_tool_call(
+    ck: LineChecker, call: Any, cspan: _Span | None, crange: tuple[int, int], call_index: int, where: str
+) -> str | None:
+    """One entry of `tool_calls`: its shape, then its arguments; its id when the shape is right."""
+    one = _span_of(cspan, crange)
+    function = call.get("function") if isinstance(call, dict) else None
+    if (
+        not isinstance(call, dict)
+        or not isinstance(call.get("id"), str)
+        or not isinstance(function, dict)
+        or not isinstance(function.get("name"), str)
+        or not isinstance(function.get("arguments"), str)
+        or not isinstance(call.get("type", "function"), str)
+    ):
+        ck.add(
+            "tool-call-invalid",
+            f'tool call {call_index + 1} of {where} must look like {{"id": "...", "type": "function", '
+            '"function": {"name": "...", "arguments": "<JSON text>"}}',
+            *one,
+        )
+        return None
+    arguments = function["arguments"]
+    arange = _span_of(_value_span(_value_span(cspan, "function"), "arguments"), one)
+    if not _json_ok(arguments):
+        ck.add(
+            "tool-arguments-json",
+            f"`arguments` of tool call {call_index + 1} is not JSON text",
+            *arange,
+            severity="warning",
+        )
+        return call["id"]
+    inner = _any_decoder.decode(arguments)
+    if isinstance(inner, str) and _double_encoded(inner):
+        ck.add(
+            "tool-arguments-double-encoded",
+            f"`arguments` of tool call {call_index + 1} is JSON-encoded twice: it holds a JSON string whose "
+            "text is the JSON object; the model would learn to write the escaped string",
+            *arange,
+            severity="warning",
+            fix=Fix("Decode the arguments once", [ck.edit(*arange, json.dumps(inner, ensure_ascii=False))]),
+        )
+    return call["id"]
 
 
 def _check_eval_keys(ck: LineChecker, obj: dict[str, Any], root: _Span | None) -> None:

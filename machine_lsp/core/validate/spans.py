@@ -47,7 +47,6 @@ def _parse_spans(text: str) -> _Span:
     pos = 0
     stack: list[_Span] = []
     pending_key: tuple[int, int, str] | None = None
-    root: _Span | None = None
     tokens = 0
     while True:
         tokens += 1
@@ -74,27 +73,35 @@ def _parse_spans(text: str) -> _Span:
             key = string[1:-1] if "\\" not in string else json.loads(string)
             pending_key = (start, pos, key)
             continue
-        node = _Span(start)
-        if punct == "{":
-            node.keys = {}
-        elif punct == "[":
-            node.items = []
-        else:
-            node.end = pos
-        if parent is None:
-            root = node
-        elif parent.keys is not None:
-            assert pending_key is not None
-            parent.keys[pending_key[2]] = (pending_key[0], pending_key[1], node)
+        node = _new_span(start, pos, punct)
+        if parent is not None:
+            _attach(parent, node, pending_key)
             pending_key = None
-        else:
-            assert parent.items is not None
-            parent.items.append(node)
         if punct in ("{", "["):
             stack.append(node)
-        elif not stack:
-            assert root is not None
-            return root
+        elif parent is None:  # a scalar alone on the line
+            return node
+
+
+def _new_span(start: int, end: int, punct: str | None) -> _Span:
+    """An object or list opening at `start` (ended by its closing bracket), or a scalar ending at `end`."""
+    node = _Span(start)
+    if punct == "{":
+        node.keys = {}
+    elif punct == "[":
+        node.items = []
+    else:
+        node.end = end
+    return node
+
+
+def _attach(parent: _Span, node: _Span, pending_key: tuple[int, int, str] | None) -> None:
+    if parent.keys is not None:
+        assert pending_key is not None
+        parent.keys[pending_key[2]] = (pending_key[0], pending_key[1], node)
+    else:
+        assert parent.items is not None
+        parent.items.append(node)
 
 
 def _span_of(span: _Span | None, default: tuple[int, int]) -> tuple[int, int]:

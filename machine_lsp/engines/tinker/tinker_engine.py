@@ -35,7 +35,7 @@ from machine_lsp.core.runs import process_started_monotonic
 from machine_lsp.engines import render
 from machine_lsp.engines.base import EngineError, LoraSettings
 from machine_lsp.engines.registry import engine_spec
-from machine_lsp.engines.tinker_service import (  # re-exported: the engine's public names before the split
+from machine_lsp.engines.tinker.tinker_service import (  # re-exported: the engine's public names before the split
     CALL_TIMEOUT_S,
     CREATE_TIMEOUT_S,
     KEY_ENV,
@@ -52,8 +52,8 @@ from machine_lsp.engines.tinker_service import (  # re-exported: the engine's pu
     state_path_for,
     wait_future,
 )
-from machine_lsp.engines.tinker_trainer import TinkerPendingStep, TinkerSampler, TinkerTrainer
-from machine_lsp.engines.tinker_url import URL_ENV, is_local_url, resolve_base_url
+from machine_lsp.engines.tinker.tinker_trainer import TinkerPendingStep, TinkerSampler, TinkerTrainer
+from machine_lsp.engines.tinker.tinker_url import URL_ENV, is_local_url, resolve_base_url
 
 DEFAULT_MODEL = engine_spec("tinker").default_model
 
@@ -227,7 +227,7 @@ class TinkerEngine:
 
     def scorer_for(self, model: str, checkpoint: str | None) -> Any:
         """Completion log-probs under `checkpoint` and the base model (held-out preference evals)."""
-        from machine_lsp.engines.tinker_objectives import TinkerScorer
+        from machine_lsp.engines.tinker.tinker_objectives import TinkerScorer
 
         policy = self.sampler_for(model, checkpoint).client
         return TinkerScorer(

@@ -10,7 +10,7 @@ from machine_lsp.engines.base import EngineError
 
 if TYPE_CHECKING:  # pragma: no cover
     from machine_lsp.core.schema import Message
-    from machine_lsp.engines.local import LocalEngine
+    from machine_lsp.engines.local.local import LocalEngine
 
 
 class LocalSampler:

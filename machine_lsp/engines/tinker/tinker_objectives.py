@@ -89,7 +89,7 @@ class TinkerScorer:
         self.engine, self.policy, self.reference = engine, policy, reference
 
     def completion_logprobs(self, batch: Sequence[tinker.Datum]) -> list[tuple[float, float]]:
-        from machine_lsp.engines.tinker_engine import wait_future
+        from machine_lsp.engines.tinker.tinker_engine import wait_future
 
         engine = self.engine
         futures = [  # every request submitted before the first wait

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from machine_lsp.engines import render
 from machine_lsp.engines.base import EngineError, OptimizerSettings, StepStats
 from machine_lsp.engines.objectives import Objective, spec_for
-from machine_lsp.engines.tinker_service import (
+from machine_lsp.engines.tinker.tinker_service import (
     NOT_LOADED,
     bounded_call,
     translate_error,
@@ -146,7 +146,7 @@ class TinkerTrainer:
 
         metrics: dict[str, float] = {}
         if _custom(objective):
-            from machine_lsp.engines.tinker_objectives import loss_and_metrics
+            from machine_lsp.engines.tinker.tinker_objectives import loss_and_metrics
 
             loss, metrics = loss_and_metrics(objective, out)  # type: ignore[arg-type]
         else:
@@ -173,7 +173,7 @@ class TinkerTrainer:
         """The forward_backward future of `objective`: SFT's built-in `cross_entropy`, else the cookbook's
         forward_backward_custom with the objective's loss (tinker_objectives.py)."""
         if _custom(objective):
-            from machine_lsp.engines.tinker_objectives import submit_objective_step
+            from machine_lsp.engines.tinker.tinker_objectives import submit_objective_step
 
             return submit_objective_step(self, data, objective)  # type: ignore[arg-type]
         return self._submit(lambda: self.client.forward_backward(data, "cross_entropy"), "forward_backward")

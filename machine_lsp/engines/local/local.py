@@ -50,7 +50,7 @@ from machine_lsp.engines.base import (
     local_address,
     resolve_local_checkpoint,
 )
-from machine_lsp.engines.local_sampler import LocalSampler
+from machine_lsp.engines.local.local_sampler import LocalSampler
 from machine_lsp.engines.objectives import Objective, spec_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -233,7 +233,7 @@ class LocalEngine:
 
     def scorer_for(self, model: str, checkpoint: str | None) -> Any:
         """Completion log-probs under `checkpoint` and the base (held-out preference evals)."""
-        from machine_lsp.engines.local_objectives import LocalScorer
+        from machine_lsp.engines.local.local_objectives import LocalScorer
 
         return LocalScorer(self.sampler_for(model, checkpoint))
 
@@ -337,7 +337,7 @@ class LocalTrainer:
     ) -> StepStats:
         """Gradients of `objective`'s loss on `batch` (default SFT: the fused cross-entropy below)."""
         if objective is not None and spec_for(objective).builtin is None:
-            from machine_lsp.engines.local_objectives import objective_step
+            from machine_lsp.engines.local.local_objectives import objective_step
 
             return objective_step(self, batch, objective)
         return self._cross_entropy(batch)

@@ -21,7 +21,7 @@ import msgspec
 
 from machine_lsp.core.redact import redact_url, redact_urls
 from machine_lsp.engines.base import TINKER_SCHEME, EngineError
-from machine_lsp.engines.tinker_url import URL_ENV, resolve_base_url
+from machine_lsp.engines.tinker.tinker_url import URL_ENV, resolve_base_url
 
 KEY_ENV = "TINKER_API_KEY"
 PREFLIGHT_TIMEOUT_S = 20.0

@@ -28,7 +28,7 @@ def token_logprobs(trainer: Any, rows: Rows) -> tuple[list[torch.Tensor], list[t
     head (the loss never looks at the others)."""
     import torch
 
-    from machine_lsp.engines.local import fast_head, length_groups
+    from machine_lsp.engines.local.local import fast_head, length_groups
 
     engine, lm = trainer.engine, trainer._lm
     pad_id = int(trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0)
