@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
@@ -22,7 +22,11 @@ from machine_lsp.core.schema import TagRecord
 from machine_lsp.core.selection import row_info
 from machine_lsp.core.store import Store, StoreError
 from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
 from machine_lsp.lsp.positions import to_client_character
+
+if TYPE_CHECKING:
+    from machine_lsp.lsp.server import MachineLanguageServer
 
 TAG_KIND = "refactor.machine.tag"
 #: Quick fixes are computed for at most this many lines of a range (a select-all on a big file stays quick).
@@ -56,8 +60,9 @@ class StandingTags:
 
 
 class CodeActionsFeature(LanguageFeature):
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: MachineLanguageServer, diagnostics: DiagnosticsFeature) -> None:
         super().__init__(server)
+        self.diagnostics = diagnostics  # its per-line results hold the findings' fixes
         self._standing = StandingTags()
 
     def register(self) -> None:
@@ -192,7 +197,7 @@ class CodeActionsFeature(LanguageFeature):
         """A fix for every finding on the lines `rng` touches, from the server's own per-line results: clients
         send only some diagnostics in the context (eglot: those under the cursor), or none."""
         eager = not self._client_resolves_edits()
-        state = self.server.diagnostics.docs.get(uri)
+        state = self.diagnostics.docs.get(uri)
         published = state.published if state is not None and state.kind is not None else []
         lines = {d.range.start.line for d in sent if d.source == "machine" and d.code}
         if state is not None and state.kind is not None:
@@ -204,7 +209,7 @@ class CodeActionsFeature(LanguageFeature):
             )
         out = []
         for line0 in sorted(lines):
-            result = self.server.diagnostics.line_result(uri, line0)
+            result = self.diagnostics.line_result(uri, line0)
             if result is None:
                 continue
             seen: set[str] = set()
@@ -239,7 +244,7 @@ class CodeActionsFeature(LanguageFeature):
         uri, line0, code = data.get("uri"), data.get("line"), data.get("code")
         if not isinstance(uri, str) or not isinstance(line0, int):
             return action
-        result = self.server.diagnostics.line_result(uri, line0)
+        result = self.diagnostics.line_result(uri, line0)
         doc = self.server.open_document(uri)
         if result is None or doc is None:
             return action

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from machine_lsp.core.selection import row_info
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.turn_worker import MAX_CHARS, MAX_MESSAGES, render_turn
+from machine_lsp.lsp.turns import TurnCache
+
+if TYPE_CHECKING:
+    from machine_lsp.lsp.server import MachineLanguageServer
 
 __all__ = ["MAX_CHARS", "MAX_MESSAGES", "HoverFeature", "render_turn"]
 
@@ -24,6 +29,10 @@ def _tag_hint(uri: str, line: int) -> types.Hover:
 
 
 class HoverFeature(LanguageFeature):
+    def __init__(self, server: MachineLanguageServer, turns: TurnCache) -> None:
+        super().__init__(server)
+        self.turns = turns
+
     def register(self) -> None:
         @self.server.feature(types.TEXT_DOCUMENT_HOVER)
         async def hover(params: types.HoverParams) -> types.Hover | None:
@@ -42,5 +51,5 @@ class HoverFeature(LanguageFeature):
         if info["kind"] != "session_log":
             return None if self.server.settings.client_prompts else _tag_hint(uri, line0 + 1)
         # Built once per document version, in the turns worker process: the event loop keeps answering meanwhile.
-        value = await self.server.turns.hover(doc, line0 + 1)
+        value = await self.turns.hover(doc, line0 + 1)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))

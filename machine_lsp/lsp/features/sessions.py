@@ -1,5 +1,5 @@
 """`machine.sessions` and `machine.sessions.turns`: the project's agent sessions and their turns, for the editor's
-session list (the tag itself is `machine.tag` with `from`, in commands.py).
+session list (the tag itself is `machine.tag` with `from`, in tagging.py).
 
 Reading logs is file work (a long session is megabytes): it runs in a thread, never on the event loop.
 """
@@ -11,43 +11,28 @@ import functools
 from typing import Any
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
 from machine_lsp.core.agent_names import harness_name
 from machine_lsp.core.sessions import HARNESSES, Homes, find_session, find_sessions, project_root
 from machine_lsp.core.transcripts import TranscriptError
-from machine_lsp.lsp.features import LanguageFeature
-from machine_lsp.lsp.replies import (
-    SessionEntry,
-    SessionsReply,
-    SessionTurn,
-    SessionTurnsReply,
-    to_wire,
-)
+from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
+from machine_lsp.lsp.replies import SessionEntry, SessionsReply, SessionTurn, SessionTurnsReply
 
 PREVIEW_CHARS = 200
 
 
-class SessionsError(JsonRpcException):
-    CODE = JsonRpcInvalidParams.CODE
-
-
 class SessionsFeature(LanguageFeature):
-    def register(self) -> None:
-        for command_id, method in (
-            ("machine.sessions", self.sessions),
-            ("machine.sessions.turns", self.session_turns),
-        ):
-            self.server.command(command_id)(_entry(method))
+    def commands(self) -> dict[str, CommandMethod]:
+        return {"machine.sessions": self.sessions, "machine.sessions.turns": self.session_turns}
 
     async def sessions(self, args: dict[str, Any]) -> SessionsReply:
         harness = args.get("harness")
         harness = harness_name(harness) if isinstance(harness, str) else harness
         if harness is not None and harness not in HARNESSES:
-            raise SessionsError(message=f"harness must be one of {', '.join(HARNESSES)}, not {harness!r}")
+            raise CommandError(message=f"harness must be one of {', '.join(HARNESSES)}, not {harness!r}")
         limit = args.get("limit", 20)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-            raise SessionsError(message="limit must be a whole number ≥ 0")
+            raise CommandError(message="limit must be a whole number ≥ 0")
         project = project_root(self.server.project_start(args.get("uri")))
         homes = Homes()
         found = await _in_thread(find_sessions, project, harness=harness, homes=homes, count_turns=limit)
@@ -80,13 +65,13 @@ class SessionsFeature(LanguageFeature):
 
         spec = args.get("session")
         if not isinstance(spec, str) or not spec:
-            raise SessionsError(message="missing 'session' (a session id or a unique prefix of one)")
+            raise CommandError(message="missing 'session' (a session id or a unique prefix of one)")
         start = self.server.project_start(args.get("uri"))
         try:
             session = await _in_thread(find_session, spec, start)
             turns = await _in_thread(session.load)
         except TranscriptError as exc:
-            raise SessionsError(message=str(exc)) from None
+            raise CommandError(message=str(exc)) from None
         store = Store.open(start)
         records = await _in_thread(store.records)
         marks = turn_marks(turns, records)
@@ -123,12 +108,3 @@ def _short(text: str) -> str:
 
 async def _in_thread(func: Any, *args: Any, **kwargs: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, functools.partial(func, *args, **kwargs))
-
-
-def _entry(method: Any) -> Any:
-    async def handler(*arguments: Any) -> Any:
-        if arguments and not (len(arguments) == 1 and isinstance(arguments[0], dict)):
-            raise SessionsError(message="expected a single JSON object argument")
-        return to_wire(await method(dict(arguments[0]) if arguments else {}))
-
-    return handler
