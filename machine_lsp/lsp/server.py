@@ -146,6 +146,13 @@ class MachineLanguageServer(LanguageServer):
         doc = self.workspace.text_documents.get(uri)
         return doc if isinstance(doc, LineDocument) else None
 
+    def open_line(self, uri: str, line0: int) -> tuple[LineDocument, str] | None:
+        """The open document for `uri` and its 0-based line `line0`, or None when either is not there."""
+        doc = self.open_document(uri)
+        if doc is None or not 0 <= line0 < len(doc.lines):
+            return None
+        return doc, doc.lines[line0]
+
     def heavy_modules_loaded(self) -> list[str]:
         return [name for name in HEAVY_MODULES if name in sys.modules]
 

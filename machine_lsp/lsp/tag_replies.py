@@ -56,8 +56,7 @@ def tag_message(result: Any, store: Any, verdict: str, where: str) -> tuple[str,
     message = f"Tagged {verdict}: {where} · store {counts.good} good / {counts.bad} bad"
     kind = types.MessageType.Info
     if result.overrides:
-        outvoted = ", ".join(f"{r.id} ({claim_kind(r)})" for r in result.overrides)
-        message += f"; contradicts record {outvoted} on the same turn: this tag wins (the last tag trains)"
+        message += f"; contradicts record {outvoted(result.overrides)} on the same turn: this tag wins (the last tag trains)"
         kind = types.MessageType.Warning
     for other, keeper in result.copies:
         message += (
@@ -65,6 +64,11 @@ def tag_message(result: Any, store: Any, verdict: str, where: str) -> tuple[str,
         )
         message += f"from record {keeper.id} (with the system prompt)"
     return message, kind
+
+
+def outvoted(overrides: list[Any]) -> str:
+    """The standing records a new tag contradicts (and wins over), as the editor's message names them."""
+    return ", ".join(f"{r.id} ({claim_kind(r)})" for r in overrides)
 
 
 def tag_preview(store: Any, turn: Any, request: TagRequest) -> TagPreview:

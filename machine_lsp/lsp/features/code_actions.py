@@ -113,11 +113,8 @@ class CodeActionsFeature(LanguageFeature):
         where = "row" if kind == "chat_jsonl" else "entry"
 
         def action(title: str, **extra: Any) -> types.CodeAction:
-            args = {"uri": uri, "line": line, "verdict": "good", **extra}
-            return types.CodeAction(
-                title=title,
-                kind=TAG_KIND,
-                command=types.Command(title=title, command="machine.tag", arguments=[args]),
+            return _command_action(
+                title, "machine.tag", {"uri": uri, "line": line, "verdict": "good", **extra}
             )
 
         # A client that asks the user (clientPrompts) offers a note on the plain tags too: `offer` is skippable
@@ -138,18 +135,14 @@ class CodeActionsFeature(LanguageFeature):
         """One "Untag" per standing tag made from this row or entry (a tag with a note is changed by tagging
         again with the note: that record supersedes the old one)."""
         where = "row" if kind == "chat_jsonl" else "entry"
-        out = []
-        for record in self._standing.on_line(self.server.project_start(uri), uri, line):
-            title = f"Untag {where} (record {record.id[:8]}, {claim_kind(record)})"
-            args = {"uri": uri, "id": record.id}
-            out.append(
-                types.CodeAction(
-                    title=title,
-                    kind=TAG_KIND,
-                    command=types.Command(title=title, command="machine.untag", arguments=[args]),
-                )
+        return [
+            _command_action(
+                f"Untag {where} (record {record.id[:8]}, {claim_kind(record)})",
+                "machine.untag",
+                {"uri": uri, "id": record.id},
             )
-        return out
+            for record in self._standing.on_line(self.server.project_start(uri), uri, line)
+        ]
 
     def _rewrite_actions(self, uri: str, line: int) -> list[types.CodeAction]:
         """ "Add a rewrite…" on a row whose standing tag is bad: the client asks for the better answer and sends
@@ -157,38 +150,29 @@ class CodeActionsFeature(LanguageFeature):
         becomes a preference pair (rewrite chosen, original rejected). Only a client that asks the user."""
         if not self.server.settings.client_prompts:
             return []
-        out = []
-        for record in self._standing.on_line(self.server.project_start(uri), uri, line):
-            if record.verdict != "bad":
-                continue
-            title = f"Add a rewrite… (record {record.id[:8]} becomes a pair)"
-            args = {"uri": uri, "id": record.id, "verdict": "good", "ask": "rewrite"}
-            out.append(
-                types.CodeAction(
-                    title=title,
-                    kind=TAG_KIND,
-                    command=types.Command(title=title, command="machine.retag", arguments=[args]),
-                )
+        return [
+            _command_action(
+                f"Add a rewrite… (record {record.id[:8]} becomes a pair)",
+                "machine.retag",
+                {"uri": uri, "id": record.id, "verdict": "good", "ask": "rewrite"},
             )
-        return out
+            for record in self._standing.on_line(self.server.project_start(uri), uri, line)
+            if record.verdict == "bad"
+        ]
 
     def _selection_actions(self, uri: str, rng: types.Range) -> list[types.CodeAction]:
         selection = {
             "start": {"line": rng.start.line, "character": rng.start.character},
             "end": {"line": rng.end.line, "character": rng.end.character},
         }
-        out = []
-        for verdict in ("good", "bad"):
-            title = f"Tag selection as {verdict}…"
-            args = {"uri": uri, "range": selection, "verdict": verdict, "ask": "prompt"}
-            out.append(
-                types.CodeAction(
-                    title=title,
-                    kind=TAG_KIND,
-                    command=types.Command(title=title, command="machine.tag", arguments=[args]),
-                )
+        return [
+            _command_action(
+                f"Tag selection as {verdict}…",
+                "machine.tag",
+                {"uri": uri, "range": selection, "verdict": verdict, "ask": "prompt"},
             )
-        return out
+            for verdict in ("good", "bad")
+        ]
 
     # -- quick fixes ----------------------------------------------------------------------------------------
     def _quick_fixes(
@@ -268,6 +252,13 @@ class CodeActionsFeature(LanguageFeature):
             ]
         )
         return action
+
+
+def _command_action(title: str, command: str, args: dict[str, Any]) -> types.CodeAction:
+    """A tag action: `command` with its one argument object, run only when the user picks it."""
+    return types.CodeAction(
+        title=title, kind=TAG_KIND, command=types.Command(title=title, command=command, arguments=[args])
+    )
 
 
 def _position(codec, lines, line0: int, col0: int) -> types.Position:

@@ -442,14 +442,11 @@ class DiagnosticsFeature(LanguageFeature):
     def line_result(self, uri: str, line0: int) -> Any | None:
         """The cached core result for a line (used by quick fixes), computed if missing."""
         state = self.docs.get(uri)
-        doc = self.server.open_document(uri)
-        if doc is None:
-            return None
-        lines = doc.lines
-        if not 0 <= line0 < len(lines):
+        opened = self.server.open_line(uri, line0)
+        if opened is None:
             return None
         kind = state.kind if state is not None and state.kind else "auto"
-        result = validate.check_line(strip_eol(lines[line0]), line0 + 1, kind)  # type: ignore[arg-type]
+        result = validate.check_line(strip_eol(opened[1]), line0 + 1, kind)  # type: ignore[arg-type]
         extra = [f for f in (state.dataset_findings if state else []) if f.line == line0 + 1]
         if extra:
             result = msgspec.structs.replace(result, findings=[*result.findings, *extra])

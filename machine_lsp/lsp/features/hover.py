@@ -39,15 +39,11 @@ class HoverFeature(LanguageFeature):
             return await self.hover(params.text_document.uri, params.position.line)
 
     async def hover(self, uri: str, line0: int) -> types.Hover | None:
-        doc = self.server.open_document(uri)
-        if doc is None:
+        opened = self.server.open_line(uri, line0)
+        info = row_info(opened[1]) if opened is not None else None
+        if opened is None or info is None:
             return None
-        lines = doc.lines
-        if not 0 <= line0 < len(lines):
-            return None
-        info = row_info(lines[line0])
-        if info is None:
-            return None
+        doc = opened[0]
         if info["kind"] != "session_log":
             return None if self.server.settings.client_prompts else _tag_hint(uri, line0 + 1)
         # Built once per document version, in the turns worker process: the event loop keeps answering meanwhile.

@@ -254,7 +254,7 @@ class ServingFeature(LanguageFeature):
         )
 
     # -- the local Tinker server ----------------------------------------------------------------------------
-    def _tinker_job(self) -> Any:
+    def _tinker_job(self) -> Job | None:
         return next((j for j in self.jobs.jobs.values() if j.verb == TINKER_VERB and j.ended is None), None)
 
     async def tinker_serve(self, args: dict[str, Any]) -> TinkerServerReply:

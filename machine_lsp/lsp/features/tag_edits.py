@@ -13,6 +13,7 @@ from machine_lsp.core.tag_edits import retag, untag
 from machine_lsp.core.tagging import TagRefused, TagResult
 from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
 from machine_lsp.lsp.replies import TagEditReply
+from machine_lsp.lsp.tag_replies import outvoted
 
 
 class TagEditsFeature(LanguageFeature):
@@ -50,8 +51,7 @@ class TagEditsFeature(LanguageFeature):
         message = f"{said} -> record {record.id}"
         kind = types.MessageType.Info
         if result.overrides:
-            outvoted = ", ".join(f"{r.id} ({claim_kind(r)})" for r in result.overrides)
-            message += f"; it contradicts record {outvoted} on the same turn and wins (the last tag trains)"
+            message += f"; it contradicts record {outvoted(result.overrides)} on the same turn and wins (the last tag trains)"
             kind = types.MessageType.Warning
         self._show(kind, message)
         return TagEditReply(
