@@ -16,9 +16,8 @@ from machine_lsp.core.agent_names import harness_name
 from machine_lsp.core.sessions import HARNESSES, Homes, find_session, find_sessions, project_root
 from machine_lsp.core.transcripts import TranscriptError
 from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
-from machine_lsp.lsp.replies import SessionEntry, SessionsReply, SessionTurn, SessionTurnsReply
-
-PREVIEW_CHARS = 200
+from machine_lsp.lsp.replies import SessionsReply, SessionTurnsReply
+from machine_lsp.lsp.session_replies import session_entries, session_turns_reply
 
 
 class SessionsFeature(LanguageFeature):
@@ -40,28 +39,10 @@ class SessionsFeature(LanguageFeature):
             self.server.window_log_message(
                 types.LogMessageParams(type=types.MessageType.Warning, message=note)
             )
-        return SessionsReply(
-            project=str(project),
-            sessions=[
-                SessionEntry(
-                    harness=s.harness,
-                    id=s.id,
-                    path=str(s.path),
-                    cwd=s.cwd,
-                    updated=s.updated,
-                    turns=s.turns,
-                    first_prompt=s.first_prompt,
-                    problem=s.problem,
-                )
-                for s in found[:limit]
-            ],
-        )
+        return SessionsReply(project=str(project), sessions=session_entries(found[:limit]))
 
     async def session_turns(self, args: dict[str, Any]) -> SessionTurnsReply:
-        from machine_lsp.core.export import pairs_by_prompt
-        from machine_lsp.core.schema import encode
         from machine_lsp.core.store import Store
-        from machine_lsp.core.turn_marks import answer_text, last_prompt, turn_marks
 
         spec = args.get("session")
         if not isinstance(spec, str) or not spec:
@@ -74,36 +55,7 @@ class SessionsFeature(LanguageFeature):
             raise CommandError(message=str(exc)) from None
         store = Store.open(start)
         records = await _in_thread(store.records)
-        marks = turn_marks(turns, records)
-        pairs = pairs_by_prompt(records)
-        return SessionTurnsReply(
-            harness=session.harness,
-            id=session.id,
-            path=str(session.path),
-            turns=[
-                SessionTurn(
-                    number=number,
-                    line=turn.line,
-                    end_line=turn.end_line,
-                    uri=turn.source.uri,
-                    prompt=_short(last_prompt(turn)),
-                    answer=_short(answer_text(turn)),
-                    blocked=turn.tags_blocked,
-                    verdict=mark.verdict,
-                    rewritten=mark.rewritten,
-                    records=mark.records,
-                    conflict=mark.conflict,
-                    pairs=pairs.get(encode(turn.messages[: turn.answer_index]), 0) if mark.verdict else 0,
-                )
-                for number, (turn, mark) in enumerate(zip(turns, marks, strict=True), start=1)
-            ],
-            problems=[str(problem) for problem in getattr(turns, "problems", [])],
-        )
-
-
-def _short(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+        return session_turns_reply(session, turns, records)
 
 
 async def _in_thread(func: Any, *args: Any, **kwargs: Any) -> Any:
