@@ -23,6 +23,7 @@ from pygls.uris import to_fs_path
 from machine_lsp import __version__
 from machine_lsp.core.sniff import session_log_format
 from machine_lsp.lsp import compat
+from machine_lsp.lsp.command_entry import command_entry, quiet_reported_errors
 from machine_lsp.lsp.documents import LineDocument
 from machine_lsp.lsp.features import WORK_DONE_TOKEN, LanguageFeature
 from machine_lsp.lsp.settings import Settings
@@ -44,32 +45,12 @@ class MachineLanguageServer(LanguageServer):
         self.settings = Settings()
         self.turns = TurnCache()
         self.background: set[asyncio.Future[Any]] = set()
-        # Imported here so that each feature module can import this one for typing.
-        from machine_lsp.lsp.features.code_actions import CodeActionsFeature
-        from machine_lsp.lsp.features.commands import CommandsFeature
-        from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
-        from machine_lsp.lsp.features.hover import HoverFeature
-        from machine_lsp.lsp.features.jobs import JobsFeature
-        from machine_lsp.lsp.features.serving import ServingFeature
-        from machine_lsp.lsp.features.sessions import SessionsFeature
-        from machine_lsp.lsp.features.tag_edits import TagEditsFeature
-
-        self.diagnostics = DiagnosticsFeature(self)
-        self.jobs = JobsFeature(self)
-        self.serving = ServingFeature(self)
-        self.commands = CommandsFeature(self)
-        self.features: list[LanguageFeature] = [
-            self.diagnostics,
-            CodeActionsFeature(self),
-            HoverFeature(self),
-            self.jobs,
-            self.commands,
-            self.serving,
-            SessionsFeature(self),
-            TagEditsFeature(self),
-        ]
+        self.features = _features(self)
         for feature in self.features:
             feature.register()
+            for command_id, method in feature.commands().items():
+                self.command(command_id)(command_entry(self, command_id, method))
+        quiet_reported_errors()
         self._register_lifecycle()
         self._register_documents()
 
@@ -165,8 +146,47 @@ class MachineLanguageServer(LanguageServer):
         doc = self.workspace.text_documents.get(uri)
         return doc if isinstance(doc, LineDocument) else None
 
+    def open_line(self, uri: str, line0: int) -> tuple[LineDocument, str] | None:
+        """The open document for `uri` and its 0-based line `line0`, or None when either is not there."""
+        doc = self.open_document(uri)
+        if doc is None or not 0 <= line0 < len(doc.lines):
+            return None
+        return doc, doc.lines[line0]
+
     def heavy_modules_loaded(self) -> list[str]:
         return [name for name in HEAVY_MODULES if name in sys.modules]
+
+
+def _features(server: MachineLanguageServer) -> list[LanguageFeature]:
+    """Every feature, each given what it uses from another (esbonio's explicit dependencies): the job manager
+    (job commands, serving), the diagnostics' per-line results (code actions, server info), the turns cache."""
+    from machine_lsp.lsp.features.code_actions import CodeActionsFeature
+    from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
+    from machine_lsp.lsp.features.hover import HoverFeature
+    from machine_lsp.lsp.features.job_commands import JobCommandsFeature
+    from machine_lsp.lsp.features.jobs import JobsFeature
+    from machine_lsp.lsp.features.scaffold import ScaffoldFeature
+    from machine_lsp.lsp.features.server_info import ServerInfoFeature
+    from machine_lsp.lsp.features.serving import ServingFeature
+    from machine_lsp.lsp.features.sessions import SessionsFeature
+    from machine_lsp.lsp.features.tag_edits import TagEditsFeature
+    from machine_lsp.lsp.features.tagging import TaggingFeature
+
+    diagnostics = DiagnosticsFeature(server)
+    jobs = JobsFeature(server)
+    return [
+        diagnostics,
+        CodeActionsFeature(server, diagnostics),
+        HoverFeature(server, server.turns),
+        jobs,
+        TaggingFeature(server, server.turns),
+        JobCommandsFeature(server, jobs),
+        ScaffoldFeature(server),
+        ServerInfoFeature(server, diagnostics),
+        ServingFeature(server, jobs),
+        SessionsFeature(server),
+        TagEditsFeature(server),
+    ]
 
 
 def create_server() -> MachineLanguageServer:

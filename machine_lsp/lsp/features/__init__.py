@@ -1,14 +1,18 @@
-"""Language features: one small module each, every handler a few lines delegating to the core.
+"""Language features: one small module per domain, every handler a few lines delegating to plain modules.
 
 Like esbonio's `LanguageFeature`: the server owns the text-document notifications and calls every feature's
-document hooks in turn; a feature registers only its own requests and commands in `register`. Features never
-import each other: what they share lives here, in the server, or in the core.
+document hooks in turn; a feature registers only its own requests in `register` and lists its commands in
+`commands` (the server wraps each in the one command entry, `lsp/command_entry.py`). What a feature uses from
+another (the job manager, the diagnostics' per-line results) it is given in its constructor, the way esbonio's
+setup functions receive the features they declare (server.py does the wiring); features never import each other
+for anything else (import-linter's `features-are-independent`). What they share lives here or in the core.
 """
 
 from __future__ import annotations
 
 import contextvars
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
@@ -23,6 +27,9 @@ WORK_DONE_TOKEN: contextvars.ContextVar[types.ProgressToken | None] = contextvar
     "work_done_token", default=None
 )
 
+
+#: A command's method: the one JSON object argument in, a reply struct out (or an awaitable of one).
+CommandMethod = Callable[[dict[str, Any]], Awaitable[Any] | Any]
 
 #: In an error reply's `data`: the server has shown this message to the user (window/showMessage) already.
 SHOWN = {"shown": True}
@@ -50,7 +57,11 @@ class LanguageFeature:
         self.server = server
 
     def register(self) -> None:
-        """Attach `@server.feature` / `@server.command` handlers (not the text-document notifications)."""
+        """Attach `@server.feature` handlers (not the text-document notifications, not commands)."""
+
+    def commands(self) -> dict[str, CommandMethod]:
+        """This feature's `machine.*` commands: id -> method (registered through the one command entry)."""
+        return {}
 
     def initialized(self) -> None:
         """Called from `initialize`, once client capabilities are known."""

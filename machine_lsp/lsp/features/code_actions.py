@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
@@ -22,7 +22,11 @@ from machine_lsp.core.schema import TagRecord
 from machine_lsp.core.selection import row_info
 from machine_lsp.core.store import Store, StoreError
 from machine_lsp.lsp.features import LanguageFeature
+from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
 from machine_lsp.lsp.positions import to_client_character
+
+if TYPE_CHECKING:
+    from machine_lsp.lsp.server import MachineLanguageServer
 
 TAG_KIND = "refactor.machine.tag"
 #: Quick fixes are computed for at most this many lines of a range (a select-all on a big file stays quick).
@@ -56,8 +60,9 @@ class StandingTags:
 
 
 class CodeActionsFeature(LanguageFeature):
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: MachineLanguageServer, diagnostics: DiagnosticsFeature) -> None:
         super().__init__(server)
+        self.diagnostics = diagnostics  # its per-line results hold the findings' fixes
         self._standing = StandingTags()
 
     def register(self) -> None:
@@ -108,11 +113,8 @@ class CodeActionsFeature(LanguageFeature):
         where = "row" if kind == "chat_jsonl" else "entry"
 
         def action(title: str, **extra: Any) -> types.CodeAction:
-            args = {"uri": uri, "line": line, "verdict": "good", **extra}
-            return types.CodeAction(
-                title=title,
-                kind=TAG_KIND,
-                command=types.Command(title=title, command="machine.tag", arguments=[args]),
+            return _command_action(
+                title, "machine.tag", {"uri": uri, "line": line, "verdict": "good", **extra}
             )
 
         # A client that asks the user (clientPrompts) offers a note on the plain tags too: `offer` is skippable
@@ -133,18 +135,14 @@ class CodeActionsFeature(LanguageFeature):
         """One "Untag" per standing tag made from this row or entry (a tag with a note is changed by tagging
         again with the note: that record supersedes the old one)."""
         where = "row" if kind == "chat_jsonl" else "entry"
-        out = []
-        for record in self._standing.on_line(self.server.project_start(uri), uri, line):
-            title = f"Untag {where} (record {record.id[:8]}, {claim_kind(record)})"
-            args = {"uri": uri, "id": record.id}
-            out.append(
-                types.CodeAction(
-                    title=title,
-                    kind=TAG_KIND,
-                    command=types.Command(title=title, command="machine.untag", arguments=[args]),
-                )
+        return [
+            _command_action(
+                f"Untag {where} (record {record.id[:8]}, {claim_kind(record)})",
+                "machine.untag",
+                {"uri": uri, "id": record.id},
             )
-        return out
+            for record in self._standing.on_line(self.server.project_start(uri), uri, line)
+        ]
 
     def _rewrite_actions(self, uri: str, line: int) -> list[types.CodeAction]:
         """ "Add a rewrite…" on a row whose standing tag is bad: the client asks for the better answer and sends
@@ -152,38 +150,29 @@ class CodeActionsFeature(LanguageFeature):
         becomes a preference pair (rewrite chosen, original rejected). Only a client that asks the user."""
         if not self.server.settings.client_prompts:
             return []
-        out = []
-        for record in self._standing.on_line(self.server.project_start(uri), uri, line):
-            if record.verdict != "bad":
-                continue
-            title = f"Add a rewrite… (record {record.id[:8]} becomes a pair)"
-            args = {"uri": uri, "id": record.id, "verdict": "good", "ask": "rewrite"}
-            out.append(
-                types.CodeAction(
-                    title=title,
-                    kind=TAG_KIND,
-                    command=types.Command(title=title, command="machine.retag", arguments=[args]),
-                )
+        return [
+            _command_action(
+                f"Add a rewrite… (record {record.id[:8]} becomes a pair)",
+                "machine.retag",
+                {"uri": uri, "id": record.id, "verdict": "good", "ask": "rewrite"},
             )
-        return out
+            for record in self._standing.on_line(self.server.project_start(uri), uri, line)
+            if record.verdict == "bad"
+        ]
 
     def _selection_actions(self, uri: str, rng: types.Range) -> list[types.CodeAction]:
         selection = {
             "start": {"line": rng.start.line, "character": rng.start.character},
             "end": {"line": rng.end.line, "character": rng.end.character},
         }
-        out = []
-        for verdict in ("good", "bad"):
-            title = f"Tag selection as {verdict}…"
-            args = {"uri": uri, "range": selection, "verdict": verdict, "ask": "prompt"}
-            out.append(
-                types.CodeAction(
-                    title=title,
-                    kind=TAG_KIND,
-                    command=types.Command(title=title, command="machine.tag", arguments=[args]),
-                )
+        return [
+            _command_action(
+                f"Tag selection as {verdict}…",
+                "machine.tag",
+                {"uri": uri, "range": selection, "verdict": verdict, "ask": "prompt"},
             )
-        return out
+            for verdict in ("good", "bad")
+        ]
 
     # -- quick fixes ----------------------------------------------------------------------------------------
     def _quick_fixes(
@@ -192,7 +181,7 @@ class CodeActionsFeature(LanguageFeature):
         """A fix for every finding on the lines `rng` touches, from the server's own per-line results: clients
         send only some diagnostics in the context (eglot: those under the cursor), or none."""
         eager = not self._client_resolves_edits()
-        state = self.server.diagnostics.docs.get(uri)
+        state = self.diagnostics.docs.get(uri)
         published = state.published if state is not None and state.kind is not None else []
         lines = {d.range.start.line for d in sent if d.source == "machine" and d.code}
         if state is not None and state.kind is not None:
@@ -204,7 +193,7 @@ class CodeActionsFeature(LanguageFeature):
             )
         out = []
         for line0 in sorted(lines):
-            result = self.server.diagnostics.line_result(uri, line0)
+            result = self.diagnostics.line_result(uri, line0)
             if result is None:
                 continue
             seen: set[str] = set()
@@ -239,7 +228,7 @@ class CodeActionsFeature(LanguageFeature):
         uri, line0, code = data.get("uri"), data.get("line"), data.get("code")
         if not isinstance(uri, str) or not isinstance(line0, int):
             return action
-        result = self.server.diagnostics.line_result(uri, line0)
+        result = self.diagnostics.line_result(uri, line0)
         doc = self.server.open_document(uri)
         if result is None or doc is None:
             return action
@@ -263,6 +252,13 @@ class CodeActionsFeature(LanguageFeature):
             ]
         )
         return action
+
+
+def _command_action(title: str, command: str, args: dict[str, Any]) -> types.CodeAction:
+    """A tag action: `command` with its one argument object, run only when the user picks it."""
+    return types.CodeAction(
+        title=title, kind=TAG_KIND, command=types.Command(title=title, command=command, arguments=[args])
+    )
 
 
 def _position(codec, lines, line0: int, col0: int) -> types.Position:

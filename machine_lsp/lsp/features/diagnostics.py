@@ -26,7 +26,7 @@ from pygls.uris import to_fs_path
 from machine_lsp.core import validate
 from machine_lsp.core.sniff import binary_reason_of_lines, session_log_format
 from machine_lsp.lsp import compat
-from machine_lsp.lsp.documents import FULL_EDIT, LineDocument
+from machine_lsp.lsp.documents import FULL_EDIT, LineDocument, LineEdit
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.finding_diagnostics import SOURCE, file_diagnostic, shift_to_line, to_diagnostic
 from machine_lsp.lsp.line_index import Filled, LineEntry, LineIndex
@@ -190,46 +190,18 @@ class DiagnosticsFeature(LanguageFeature):
         doc = self.server.workspace.get_text_document(state.uri)
         started = time.perf_counter()
         checked = 0
-        settings = self.server.settings
         dirty = False  # dataset-level findings must be recomputed
         while True:
             edits = doc.take_edits() if isinstance(doc, LineDocument) else [FULL_EDIT]
             lines = doc.lines
-            too_big = _too_big(doc, settings.max_file_mb)
-            unchecked = too_big or binary_reason_of_lines(lines)
-            if unchecked:
-                state.index = None
-                state.dataset, state.dataset_findings = [], []
-                state.file_diagnostics = [file_diagnostic(unchecked)]
+            kind = self._per_line_kind(state, doc, lines)
+            if kind is None:  # a finding about the whole file stands for every line
                 break
-            # A whole file in another chat format: one finding, its fix served with line 1's (line_result).
-            kind = validate.refine_kind(state.kind or "auto", lines)  # DPO pairs / KTO rows: their own checks
-            other_format = kind not in validate.PREFERENCE_KINDS and lines and _other_format(lines)
-            diagnosis = validate.diagnose_lines(lines) if other_format else None
-            if diagnosis is not None:
-                state.index = None
-                state.dataset, state.dataset_findings = [], [diagnosis]
-                state.file_diagnostics = [to_diagnostic(doc.position_codec, lines, diagnosis, None)]
-                break
-            state.file_diagnostics = []
-            index = state.index
-            if index is None or FULL_EDIT in edits:
-                index = state.index = LineIndex(len(lines))
-                dirty = True
-            else:
-                dataset_lines = {f.line - 1 for f in state.dataset_findings}
-                for edit in edits:
-                    delta = edit.new_count - (edit.old_end - edit.start)
-                    if delta and any(line >= edit.start for line in dataset_lines):
-                        dirty = True  # findings below the edit would move (and name moved lines)
-                    dirty |= index.splice(edit)
-                if len(index.entries) != len(lines):
-                    index = state.index = LineIndex(len(lines))
-                    dirty = True
+            index, spliced = self._spliced_index(state, edits, len(lines))
             many = index.pending is None or len(index.pending) > _CHUNK
             filled = await self._fill(index, list(lines) if many else lines, kind)
             checked += filled.count
-            dirty |= filled.dirty
+            dirty |= spliced or filled.dirty
             if isinstance(doc, LineDocument) and doc.edits:
                 continue  # typed while we were checking
             break
@@ -246,6 +218,45 @@ class DiagnosticsFeature(LanguageFeature):
         state.last_check_ms = (time.perf_counter() - started) * 1000
         state.last_checked_lines = checked
         return True
+
+    def _per_line_kind(self, state: DocState, doc: Any, lines: Sequence[str]) -> str | None:
+        """The kind the lines are checked as, or None when one finding covers the whole file (too big, binary,
+        or another chat format: its fix is served with line 1's, line_result); that finding is then set."""
+        unchecked = _too_big(doc, self.server.settings.max_file_mb) or binary_reason_of_lines(lines)
+        if unchecked:
+            state.index = None
+            state.dataset, state.dataset_findings = [], []
+            state.file_diagnostics = [file_diagnostic(unchecked)]
+            return None
+        kind = validate.refine_kind(state.kind or "auto", lines)  # DPO pairs / KTO rows: their own checks
+        other_format = kind not in validate.PREFERENCE_KINDS and lines and _other_format(lines)
+        diagnosis = validate.diagnose_lines(lines) if other_format else None
+        if diagnosis is not None:
+            state.index = None
+            state.dataset, state.dataset_findings = [], [diagnosis]
+            state.file_diagnostics = [to_diagnostic(doc.position_codec, lines, diagnosis, None)]
+            return None
+        state.file_diagnostics = []
+        return kind
+
+    def _spliced_index(self, state: DocState, edits: list[LineEdit], count: int) -> tuple[LineIndex, bool]:
+        """`state`'s line index with `edits` applied (a new one after a full edit), and whether the dataset-level
+        findings must be recomputed."""
+        index = state.index
+        if index is None or FULL_EDIT in edits:
+            state.index = LineIndex(count)
+            return state.index, True
+        dirty = False
+        dataset_lines = {f.line - 1 for f in state.dataset_findings}
+        for edit in edits:
+            delta = edit.new_count - (edit.old_end - edit.start)
+            if delta and any(line >= edit.start for line in dataset_lines):
+                dirty = True  # findings below the edit would move (and name moved lines)
+            dirty |= index.splice(edit)
+        if len(index.entries) != count:
+            state.index = LineIndex(count)
+            return state.index, True
+        return index, dirty
 
     async def _fill(self, index: LineIndex, lines: Sequence[str], kind: str) -> Filled:
         """Check every line whose entry is None, _CHUNK lines at a time (batched: validate.check_lines, the cache
@@ -431,14 +442,11 @@ class DiagnosticsFeature(LanguageFeature):
     def line_result(self, uri: str, line0: int) -> Any | None:
         """The cached core result for a line (used by quick fixes), computed if missing."""
         state = self.docs.get(uri)
-        doc = self.server.open_document(uri)
-        if doc is None:
-            return None
-        lines = doc.lines
-        if not 0 <= line0 < len(lines):
+        opened = self.server.open_line(uri, line0)
+        if opened is None:
             return None
         kind = state.kind if state is not None and state.kind else "auto"
-        result = validate.check_line(strip_eol(lines[line0]), line0 + 1, kind)  # type: ignore[arg-type]
+        result = validate.check_line(strip_eol(opened[1]), line0 + 1, kind)  # type: ignore[arg-type]
         extra = [f for f in (state.dataset_findings if state else []) if f.line == line0 + 1]
         if extra:
             result = msgspec.structs.replace(result, findings=[*result.findings, *extra])

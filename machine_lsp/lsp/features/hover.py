@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from machine_lsp.core.selection import row_info
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.turn_worker import MAX_CHARS, MAX_MESSAGES, render_turn
+from machine_lsp.lsp.turns import TurnCache
+
+if TYPE_CHECKING:
+    from machine_lsp.lsp.server import MachineLanguageServer
 
 __all__ = ["MAX_CHARS", "MAX_MESSAGES", "HoverFeature", "render_turn"]
 
@@ -24,23 +29,23 @@ def _tag_hint(uri: str, line: int) -> types.Hover:
 
 
 class HoverFeature(LanguageFeature):
+    def __init__(self, server: MachineLanguageServer, turns: TurnCache) -> None:
+        super().__init__(server)
+        self.turns = turns
+
     def register(self) -> None:
         @self.server.feature(types.TEXT_DOCUMENT_HOVER)
         async def hover(params: types.HoverParams) -> types.Hover | None:
             return await self.hover(params.text_document.uri, params.position.line)
 
     async def hover(self, uri: str, line0: int) -> types.Hover | None:
-        doc = self.server.open_document(uri)
-        if doc is None:
+        opened = self.server.open_line(uri, line0)
+        info = row_info(opened[1]) if opened is not None else None
+        if opened is None or info is None:
             return None
-        lines = doc.lines
-        if not 0 <= line0 < len(lines):
-            return None
-        info = row_info(lines[line0])
-        if info is None:
-            return None
+        doc = opened[0]
         if info["kind"] != "session_log":
             return None if self.server.settings.client_prompts else _tag_hint(uri, line0 + 1)
         # Built once per document version, in the turns worker process: the event loop keeps answering meanwhile.
-        value = await self.server.turns.hover(doc, line0 + 1)
+        value = await self.turns.hover(doc, line0 + 1)
         return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=value))

@@ -23,8 +23,15 @@ from lsprotocol import types
 
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.client import AsyncJobProcess, job_command
-from machine_lsp.lsp.features import JobUnavailable, LanguageFeature
-from machine_lsp.lsp.replies import JobSummary
+from machine_lsp.lsp.features import (
+    SHOWN,
+    WORK_DONE_TOKEN,
+    CommandError,
+    JobUnavailable,
+    LanguageFeature,
+    Reported,
+)
+from machine_lsp.lsp.replies import JobSummary, to_wire
 
 logger = logging.getLogger(__name__)
 
@@ -181,6 +188,35 @@ class JobsFeature(LanguageFeature):
             except (TimeoutError, asyncio.CancelledError):
                 pass
             raise
+        return job
+
+    def waits(self, args: dict[str, Any]) -> bool:
+        """Whether a command's reply waits for its job's end. A client with a short request timeout (eglot: 10 s)
+        declares jobReplies "immediate": the reply carries the job id at once; `wait` still decides for one call."""
+        return args.get("wait", self.server.settings.job_replies == "onEnd") is not False
+
+    async def run_for_command(
+        self, verb: str, args: dict[str, Any], *, title: str, cwd: Path, wait: bool
+    ) -> Job:
+        """`run` for a command: reports on the request's own progress token when the reply waits (that token ends
+        with the reply: a job outliving it reports on a server-created one); a job that cannot start is a user
+        error, and one that failed is an error reply (its end was shown already, with window/showMessage)."""
+        token = WORK_DONE_TOKEN.get() if wait else None
+        try:
+            job = await self.run(verb, args, title=title, cwd=cwd, token=token, wait=wait)
+        except JobUnavailable as exc:
+            raise CommandError(message=f"{title}: {exc}") from None
+        if job.status == "failed":
+            raise Reported(message=job.message, data={**to_wire(job.summary()), **SHOWN})
+        return job
+
+    async def ended(self, job_id: str, timeout: float) -> Job:
+        """The job, once it has ended or `timeout` seconds have passed."""
+        job = self.jobs[job_id]
+        try:
+            await asyncio.wait_for(job.done.wait(), timeout)
+        except TimeoutError:
+            pass
         return job
 
     def cancel_token(self, token: types.ProgressToken) -> None:

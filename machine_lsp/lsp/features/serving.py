@@ -20,23 +20,28 @@ modules that reach torch lazily, so they run in quick children (the `use`, `tink
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from machine_lsp.jobs import events as ev
+from machine_lsp.lsp.arguments import stripped_str
 from machine_lsp.lsp.features import (
     SHOWN,
-    WORK_DONE_TOKEN,
     CommandError,
+    CommandMethod,
     JobUnavailable,
     LanguageFeature,
     Reported,
 )
+from machine_lsp.lsp.features.jobs import Job, JobsFeature
 from machine_lsp.lsp.replies import ServeReply, TinkerServerReply, UseReply, to_wire
+
+if TYPE_CHECKING:
+    from machine_lsp.lsp.server import MachineLanguageServer
 
 SERVE_VERB = "serve"
 TINKER_VERB = "tinker-serve"
@@ -51,7 +56,7 @@ class _Served:
     checkpoint: str
     port: int
     served_dir: Path
-    job: Any = None  # features.jobs.Job
+    job: Job | None = None
     url: str | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     swaps: int = (
@@ -77,13 +82,13 @@ class _Served:
 
 
 class ServingFeature(LanguageFeature):
-    def __init__(self, server) -> None:
+    def __init__(self, server: MachineLanguageServer, jobs: JobsFeature) -> None:
         super().__init__(server)
+        self.jobs = jobs
         self.current: _Served | None = None
         self._lock = asyncio.Lock()
 
-    def commands(self) -> dict[str, Callable[[dict[str, Any]], Awaitable[Any]]]:
-        """Registered by the commands feature (one error handling for every `machine.*` command)."""
+    def commands(self) -> dict[str, CommandMethod]:
         return {
             "machine.serve.start": self.start,
             "machine.serve.stop": self.stop,
@@ -99,9 +104,6 @@ class ServingFeature(LanguageFeature):
 
         machine_dir = find_machine_dir(self.server.project_start(args.get("uri")))
         return machine_dir.parent, machine_dir
-
-    def _wait(self, args: dict[str, Any]) -> bool:
-        return args.get("wait", self.server.settings.job_replies == "onEnd") is not False
 
     # -- serving a checkpoint -------------------------------------------------------------------------------
     def reply(self, message: str | None = None, *, already_running: bool = False) -> ServeReply:
@@ -143,7 +145,7 @@ class ServingFeature(LanguageFeature):
     async def start(self, args: dict[str, Any]) -> ServeReply:
         from machine_lsp.serve.agents import DEFAULT_PORT
 
-        checkpoint = _str(args, "checkpoint") or "latest"
+        checkpoint = stripped_str(args, "checkpoint") or "latest"
         port = args.get("port", DEFAULT_PORT)
         if not isinstance(port, int) or isinstance(port, bool):
             raise CommandError(message=f"Serve Checkpoint: port must be a number, not {port!r}")
@@ -153,12 +155,12 @@ class ServingFeature(LanguageFeature):
             if not already:
                 cur = await self._launch(checkpoint, port, args)
         assert cur is not None
-        if self._wait(args):
+        if self.jobs.waits(args):
             try:
                 await _first(cur.ready.wait(), cur.job.done.wait())
             except asyncio.CancelledError:
                 if not already:  # the request that started it was cancelled while it loaded
-                    await self.server.jobs.cancel(cur.job.id, reason="cancelled while loading")
+                    await self.jobs.cancel(cur.job.id, reason="cancelled while loading")
                 raise
         if cur.job.status == "failed":  # the job's end was shown already (window/showMessage)
             raise Reported(message=cur.job.message, data={**to_wire(self.reply()), **SHOWN})
@@ -184,7 +186,7 @@ class ServingFeature(LanguageFeature):
             if args.get(key) is not None:
                 job_args[key] = args[key]
         try:  # the job resolves the checkpoint (an unknown one fails it within a second, before any model loads)
-            cur.job = await self.server.jobs.run(
+            cur.job = await self.jobs.run(
                 SERVE_VERB,
                 job_args,
                 title=f"Serve {checkpoint}",
@@ -201,11 +203,8 @@ class ServingFeature(LanguageFeature):
         cur = self.current
         if cur is None or not cur.running:  # no job_id: nothing was stopped now
             return ServeReply(status="stopped", message="nothing is being served")
-        await self.server.jobs.cancel(cur.job.id, reason="stopped by machine.serve.stop")
-        try:
-            await asyncio.wait_for(cur.job.done.wait(), STOP_WAIT_S)
-        except TimeoutError:
-            pass
+        await self.jobs.cancel(cur.job.id, reason="stopped by machine.serve.stop")
+        await self.jobs.ended(cur.job.id, STOP_WAIT_S)
         return self.reply(f"stopped serving {cur.checkpoint}")
 
     async def status(self, args: dict[str, Any]) -> ServeReply:
@@ -215,7 +214,7 @@ class ServingFeature(LanguageFeature):
         from machine_lsp.serve import agents
 
         cur = self.current if self.current is not None and self.current.running else None
-        checkpoint = _str(args, "checkpoint") or (cur.checkpoint if cur else "latest")
+        checkpoint = stripped_str(args, "checkpoint") or (cur.checkpoint if cur else "latest")
         port = args.get("port")
         try:
             agent = agents.agent_name(args.get("agent"))
@@ -255,42 +254,22 @@ class ServingFeature(LanguageFeature):
         )
 
     # -- the local Tinker server ----------------------------------------------------------------------------
-    def _tinker_job(self) -> Any:
-        return next(
-            (j for j in self.server.jobs.jobs.values() if j.verb == TINKER_VERB and j.ended is None), None
-        )
+    def _tinker_job(self) -> Job | None:
+        return next((j for j in self.jobs.jobs.values() if j.verb == TINKER_VERB and j.ended is None), None)
 
     async def tinker_serve(self, args: dict[str, Any]) -> TinkerServerReply:
         project, _machine_dir = self._project(args)
         if (job := self._tinker_job()) is not None:
-            return TinkerServerReply(
-                status="starting",
-                message="the local Tinker server is starting",
-                job_id=job.id,
-                already_running=True,
-            )
-        running = msgspec.convert(
-            await self._quick("tinker-status", {}, args, "Tinker status"), TinkerServerReply
-        )
+            return _tinker_starting(job, already_running=True)
+        running = await self._tinker_quick("tinker-status", args, "Tinker status")
         if running.status != "stopped":
             running.message = f"a Tinker server already runs for this project at {running.base_url}"
             running.already_running = True
             return running
-        wait = self._wait(args)
-        job_args = {"model": _str(args, "model"), "port": args.get("port")}
-        try:
-            job = await self.server.jobs.run(
-                TINKER_VERB,
-                job_args,
-                title="Local Tinker server",
-                cwd=project,
-                token=WORK_DONE_TOKEN.get() if wait else None,
-                wait=wait,
-            )
-        except JobUnavailable as exc:
-            raise CommandError(message=f"Local Tinker server: {exc}") from None
-        if job.status == "failed":  # shown by the job's end already
-            raise Reported(message=job.message, data={"job_id": job.id, **SHOWN})
+        job_args = {"model": stripped_str(args, "model"), "port": args.get("port")}
+        job = await self.jobs.run_for_command(
+            TINKER_VERB, job_args, title="Local Tinker server", cwd=project, wait=self.jobs.waits(args)
+        )
         if job.ended is None:
             return TinkerServerReply(
                 status="starting", message="starting the local Tinker server …", job_id=job.id
@@ -312,27 +291,28 @@ class ServingFeature(LanguageFeature):
 
     async def tinker_status(self, args: dict[str, Any]) -> TinkerServerReply:
         job = self._tinker_job()
-        reply = msgspec.convert(
-            await self._quick("tinker-status", {}, args, "Tinker status"), TinkerServerReply
-        )
-        if reply.status == "stopped" and job is not None:
-            return TinkerServerReply(
-                status="starting", message="the local Tinker server is starting", job_id=job.id
-            )
-        return reply
+        reply = await self._tinker_quick("tinker-status", args, "Tinker status")
+        return _tinker_starting(job) if reply.status == "stopped" and job is not None else reply
 
     async def tinker_stop(self, args: dict[str, Any]) -> TinkerServerReply:
         if (
             job := self._tinker_job()
         ) is not None:  # still starting: its cancel stops the half-started server
-            await self.server.jobs.cancel(job.id, reason="stopped by machine.tinker.stop")
-            try:
-                await asyncio.wait_for(job.done.wait(), QUICK_S)
-            except TimeoutError:
-                pass
-        return msgspec.convert(
-            await self._quick("tinker-stop", {}, args, "Stop Tinker server"), TinkerServerReply
-        )
+            await self.jobs.cancel(job.id, reason="stopped by machine.tinker.stop")
+            await self.jobs.ended(job.id, QUICK_S)
+        return await self._tinker_quick("tinker-stop", args, "Stop Tinker server")
+
+    async def _tinker_quick(self, verb: str, args: dict[str, Any], title: str) -> TinkerServerReply:
+        return msgspec.convert(await self._quick(verb, {}, args, title), TinkerServerReply)
+
+
+def _tinker_starting(job: Job, *, already_running: bool = False) -> TinkerServerReply:
+    return TinkerServerReply(
+        status="starting",
+        message="the local Tinker server is starting",
+        job_id=job.id,
+        already_running=already_running,
+    )
 
 
 async def _first(*waits: Awaitable[Any]) -> None:
@@ -342,10 +322,3 @@ async def _first(*waits: Awaitable[Any]) -> None:
     finally:
         for task in tasks:
             task.cancel()
-
-
-def _str(args: dict[str, Any], key: str) -> str | None:
-    value = args.get(key)
-    if value is not None and not isinstance(value, str):
-        raise CommandError(message=f"{key!r} must be a string")
-    return value.strip() if value else None

@@ -11,27 +11,14 @@ from machine_lsp.core.conflicts import claim_kind
 from machine_lsp.core.store import Store, StoreError
 from machine_lsp.core.tag_edits import retag, untag
 from machine_lsp.core.tagging import TagRefused, TagResult
-from machine_lsp.lsp.features import SHOWN, CommandError, LanguageFeature
-from machine_lsp.lsp.replies import TagEditReply, to_wire
+from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
+from machine_lsp.lsp.replies import TagEditReply
+from machine_lsp.lsp.tag_replies import outvoted
 
 
 class TagEditsFeature(LanguageFeature):
-    def register(self) -> None:
-        for command_id, method in (("machine.untag", self.untag), ("machine.retag", self.retag)):
-            self.server.command(command_id)(self._entry(method))
-
-    def _entry(self, method: Any) -> Any:
-        async def handler(*arguments: Any) -> Any:
-            try:
-                if arguments and not (len(arguments) == 1 and isinstance(arguments[0], dict)):
-                    raise CommandError(message="expected a single JSON object argument")
-                return to_wire(method(dict(arguments[0]) if arguments else {}))
-            except CommandError as exc:
-                exc.data = SHOWN
-                self._show(types.MessageType.Error, f"machine: {exc.message}")
-                raise
-
-        return handler
+    def commands(self) -> dict[str, CommandMethod]:
+        return {"machine.untag": self.untag, "machine.retag": self.retag}
 
     def _show(self, kind: types.MessageType, message: str) -> None:
         self.server.window_show_message(types.ShowMessageParams(type=kind, message=message))
@@ -64,8 +51,7 @@ class TagEditsFeature(LanguageFeature):
         message = f"{said} -> record {record.id}"
         kind = types.MessageType.Info
         if result.overrides:
-            outvoted = ", ".join(f"{r.id} ({claim_kind(r)})" for r in result.overrides)
-            message += f"; it contradicts record {outvoted} on the same turn and wins (the last tag trains)"
+            message += f"; it contradicts record {outvoted(result.overrides)} on the same turn and wins (the last tag trains)"
             kind = types.MessageType.Warning
         self._show(kind, message)
         return TagEditReply(

@@ -1,0 +1,198 @@
+"""The CLI's long verbs as job commands: `machine.validate`, `machine.train.smoke|run|preferences`,
+`machine.retrain`, `machine.eval.baseline|checkpoint|probe`, and `machine.jobs.list|cancel`.
+
+Each runs as a job through the job manager it is given (features/jobs.py). Paid or long runs ask first with
+`window/showMessageRequest`, stating the plan (`lsp/plan.py`), unless the argument object says `"yes": true`; a run
+sure to fail is refused with the reason before anyone is asked. `plan: true` answers the plan and runs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from lsprotocol import types
+
+from machine_lsp.lsp.arguments import optional_str, path_arg
+from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
+from machine_lsp.lsp.features.jobs import Job, JobsFeature
+from machine_lsp.lsp.replies import CancelReply, JobDeclined, JobPlan, JobsListReply, JobSummary, RunEntry
+
+if TYPE_CHECKING:
+    from machine_lsp.lsp.server import MachineLanguageServer
+
+#: command id -> (job verb, progress title, ask before running)
+JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "machine.train.smoke": ("train-smoke", "Training smoke test", False),
+    "machine.train.run": ("train-run", "Training run", True),
+    "machine.retrain": ("retrain", "Retrain and reload", True),
+    "machine.eval.baseline": ("eval-baseline", "Baseline evaluation", True),
+    "machine.eval.checkpoint": ("eval-checkpoint", "Checkpoint evaluation", True),
+    "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),
+}
+CONTROL_KEYS = {"yes", "wait", "plan"}
+CONFIRM_WAIT_S = 600
+CANCEL_WAIT_S = 15
+
+
+class JobCommandsFeature(LanguageFeature):
+    def __init__(self, server: MachineLanguageServer, jobs: JobsFeature) -> None:
+        super().__init__(server)
+        self.jobs = jobs
+
+    def commands(self) -> dict[str, CommandMethod]:
+        table: dict[str, CommandMethod] = {
+            command_id: self._job_command(verb, title, ask)
+            for command_id, (verb, title, ask) in JOB_COMMANDS.items()
+        }
+        return table | {
+            "machine.train.preferences": self.train_preferences,
+            "machine.validate": self.validate,
+            "machine.jobs.list": self.jobs_list,
+            "machine.jobs.cancel": self.jobs_cancel,
+        }
+
+    def _job_command(self, verb: str, title: str, ask: bool) -> CommandMethod:
+        async def run(args: dict[str, Any]) -> JobSummary | JobDeclined | JobPlan:
+            job_args = {k: v for k, v in args.items() if k not in CONTROL_KEYS}
+            if args.get("plan") is True:
+                return await self._plan(verb, job_args, args)
+            if args.get("yes") is not True and (ask or job_args.get("engine") in (None, "tinker")):
+                # Long runs and runs on hosted Tinker (paid) ask about the run that will happen; one sure to
+                # fail is refused with the reason instead. The plan says which engine and server it will be.
+                plan = await self._plan(verb, job_args, args)
+                if not (ask or plan.costs_money):
+                    return await self._run(verb, title, job_args, args)
+                if plan.problem is not None:
+                    raise CommandError(message=f"{title} not started: {plan.problem}")
+                if not await self._confirm(title, plan):
+                    return JobDeclined(status="declined", message=f"{title} not started")
+            return await self._run(verb, title, job_args, args)
+
+        return run
+
+    async def train_preferences(self, args: dict[str, Any]) -> JobSummary | JobDeclined | JobPlan:
+        """`machine.train.run` with a preference objective (dpo, kto or sft+dpo), which this command requires:
+        the palette's *Train with Preferences…*. The rest is the training run's (confirmation, plan, progress)."""
+        from machine_lsp.engines.objectives import RUN_OBJECTIVES
+
+        choices = [name for name in RUN_OBJECTIVES if name != "sft"]
+        if args.get("objective") not in choices:
+            raise CommandError(message=f"'objective' must be one of {', '.join(choices)}")
+        return await self._job_command("train-run", "Preference training run", True)(args)
+
+    async def validate(self, args: dict[str, Any]) -> JobSummary:
+        """Validate a file, or an editor's buffer: with `text` (unsaved edits, untitled files) the job reads a
+        temporary copy the server writes, and reports under the buffer's name; the copy goes when the job ends."""
+        text = optional_str(args, "text")
+        path, label = _validated_file(args) if text is None else _buffer_copy(args, text)
+        job_args: dict[str, Any] = {"path": path} | ({"label": label} if text is not None else {})
+        if (eval_path := path_arg(args, "eval_uri", "eval_path")) is not None:
+            job_args["eval_path"] = eval_path
+        if "kind" in args:
+            job_args["kind"] = args["kind"]
+        try:
+            summary = await self._run("validate", f"Validate {label}", job_args, args)
+        except BaseException:
+            if text is not None:
+                Path(path).unlink(missing_ok=True)
+            raise
+        if (
+            text is not None
+        ):  # a job still running (jobReplies "immediate" / wait: false) removes it at its end
+            self._remove_when_done(self.jobs.jobs.get(summary.job_id), Path(path))
+        return summary
+
+    async def jobs_list(self, args: dict[str, Any]) -> JobsListReply:
+        from machine_lsp.core import runs
+        from machine_lsp.core.store import Store
+
+        store = Store.open(self.server.project_start(args.get("uri")))
+        on_disk = []
+        for run_dir, manifest in runs.list_runs(store.runs_dir)[:50]:
+            entry = RunEntry(run_dir=str(run_dir), id=run_dir.name)
+            if manifest is not None:
+                entry.job, entry.status = manifest.job, runs.effective_status(manifest)
+                entry.created_at = manifest.created_at
+            on_disk.append(entry)
+        return JobsListReply(jobs=[job.summary() for job in self.jobs.jobs.values()], runs=on_disk)
+
+    async def jobs_cancel(self, args: dict[str, Any]) -> CancelReply:
+        job_id = args.get("job_id")
+        if job_id is None:
+            running = [j.id for j in self.jobs.jobs.values() if j.ended is None]
+            if len(running) != 1:
+                raise CommandError(message=f"pass job_id (running jobs: {', '.join(running) or 'none'})")
+            job_id = running[0]
+        if not isinstance(job_id, str) or job_id not in self.jobs.jobs:
+            raise CommandError(message=f"no job {job_id!r}")
+        cancelled = await self.jobs.cancel(job_id, reason="cancelled by machine.jobs.cancel")
+        job = await self.jobs.ended(job_id, CANCEL_WAIT_S)
+        return CancelReply(cancelled=cancelled, **msgspec.structs.asdict(job.summary()))
+
+    async def _run(self, verb: str, title: str, job_args: dict[str, Any], args: dict[str, Any]) -> JobSummary:
+        from machine_lsp.core.store import find_project_root
+
+        cwd = find_project_root(self.server.project_start(args.get("uri")))
+        job = await self.jobs.run_for_command(
+            verb, job_args, title=title, cwd=cwd, wait=self.jobs.waits(args)
+        )
+        return job.summary()
+
+    async def _plan(self, verb: str, job_args: dict[str, Any], args: dict[str, Any]) -> JobPlan:
+        """The run `verb` would start (`plan: true`), resolved as the job resolves it; nothing runs."""
+        from machine_lsp.core.store import find_project_root
+        from machine_lsp.lsp.plan import describe, plan_job
+
+        project = find_project_root(self.server.project_start(args.get("uri")))
+        # Reads machine.toml, the data file or the store: short work, but off the event loop all the same.
+        plan = await asyncio.get_running_loop().run_in_executor(None, plan_job, verb, project, job_args)
+        plan.message = describe(plan) if plan.problem is None else f"{verb} cannot run: {plan.problem}"
+        return plan
+
+    async def _confirm(self, title: str, plan: JobPlan) -> bool:
+        params = types.ShowMessageRequestParams(
+            type=types.MessageType.Warning,
+            message=f"machine: start the {title[0].lower() + title[1:]}? {plan.message}.",
+            actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
+        )
+        try:
+            answer = await asyncio.wait_for(
+                self.server.window_show_message_request_async(params), CONFIRM_WAIT_S
+            )
+        except (TimeoutError, Exception):
+            return False
+        return answer is not None and answer.title == "Run"
+
+    def _remove_when_done(self, job: Job | None, path: Path) -> None:
+        if job is None or job.ended is not None:
+            path.unlink(missing_ok=True)
+            return
+
+        async def remove() -> None:
+            await job.done.wait()
+            path.unlink(missing_ok=True)
+
+        self.server.spawn(remove(), f"remove buffer copy {job.id}")
+
+
+def _validated_file(args: dict[str, Any]) -> tuple[str, str]:
+    path = path_arg(args, "uri", "path", required=True)
+    assert path is not None
+    if not os.path.isfile(path):
+        raise CommandError(message=f"{path}: no such file")
+    return path, Path(path).name
+
+
+def _buffer_copy(args: dict[str, Any], text: str) -> tuple[str, str]:
+    """A private temporary file holding an editor buffer's text for the validate job, and the buffer's name."""
+    uri = args.get("uri") if isinstance(args.get("uri"), str) else None
+    name = path_arg(args, "uri", "path") or uri or "buffer"
+    fd, path = tempfile.mkstemp(prefix="machine-buffer-", suffix=".jsonl")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+    return path, Path(name).name or name
