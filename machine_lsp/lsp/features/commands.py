@@ -27,6 +27,7 @@ from machine_lsp.core import selection
 from machine_lsp.core.conflicts import claim_kind, standing
 from machine_lsp.core.lines import split_lines_keep_ends
 from machine_lsp.lsp import compat
+from machine_lsp.lsp.confirm import confirm_run
 from machine_lsp.lsp.features import (
     SHOWN,
     WORK_DONE_TOKEN,
@@ -348,8 +349,8 @@ class CommandsFeature(LanguageFeature):
                     return await self._run_job(verb, title, job_args, args)
                 if plan.problem is not None:
                     raise CommandError(message=f"{title} not started: {plan.problem}")
-                if not await self._confirm(title, plan):
-                    return JobDeclined(status="declined", message=f"{title} not started")
+                if (refusal := await confirm_run(self.server, title, plan)) is not None:
+                    return JobDeclined(status="declined", message=refusal)
             return await self._run_job(verb, title, job_args, args)
 
         return run
@@ -400,18 +401,6 @@ class CommandsFeature(LanguageFeature):
         plan = await asyncio.get_running_loop().run_in_executor(None, plan_job, verb, project, job_args)
         plan.message = describe(plan) if plan.problem is None else f"{verb} cannot run: {plan.problem}"
         return plan
-
-    async def _confirm(self, title: str, plan: JobPlan) -> bool:
-        params = types.ShowMessageRequestParams(
-            type=types.MessageType.Warning,
-            message=f"machine: start the {title[0].lower() + title[1:]}? {plan.message}.",
-            actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
-        )
-        try:
-            answer = await asyncio.wait_for(self.server.window_show_message_request_async(params), 600)
-        except (TimeoutError, Exception):
-            return False
-        return answer is not None and answer.title == "Run"
 
     # -- scaffolds (quick file writes, in-process like the CLI) ---------------------------------------------
     async def train_sft(self, args: dict[str, Any]) -> WroteReply:
