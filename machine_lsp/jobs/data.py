@@ -12,6 +12,7 @@ from machine_lsp.core.schema import (
     encode_training_row,
     read_training_rows,
 )
+from machine_lsp.core.trained_in import row_key
 from machine_lsp.jobs.runner import JobContext, JobError
 
 MAX_LISTED = 5
@@ -65,7 +66,12 @@ def training_data(
         validate_or_fail(path, "train", ctx)
         rows = read_training_file(path)
         snapshot = runs.DataSnapshot(
-            role="train", source=str(path), path=str(path), sha256=runs.sha256_file(path), rows=len(rows)
+            role="train",
+            source=str(path),
+            path=str(path),
+            sha256=runs.sha256_file(path),
+            rows=len(rows),
+            row_keys=[row_key(row.messages) for _, row in rows],
         )
         return [(f"{path.name}:{line}", row) for line, row in rows], snapshot
 
@@ -89,6 +95,11 @@ def training_data(
     payload = b"".join(encode_training_row(r) + b"\n" for r in sft)
     write_file_safely(snap, payload, root=ctx.run_dir)
     snapshot = runs.DataSnapshot(
-        role="train", source="store", path=str(snap), sha256=runs.sha256_bytes(payload), rows=len(sft)
+        role="train",
+        source="store",
+        path=str(snap),
+        sha256=runs.sha256_bytes(payload),
+        rows=len(sft),
+        row_keys=[row_key(row.messages) for row in sft],
     )
     return [(f"store row {i}", row) for i, row in enumerate(sft, start=1)], snapshot

@@ -64,6 +64,8 @@ class TaggedRecord(msgspec.Struct):
     created_at: str
     # The user message the answer follows, first 200 characters (two "answer: 62" rows differ here).
     prompt: str = ""
+    # The finished training runs whose data held this row (core.trained_in), oldest first; empty: not trained yet.
+    trained_in: list[str] = msgspec.field(default_factory=list)
 
 
 class TaggedReply(msgspec.Struct):

@@ -26,6 +26,7 @@ from machine_lsp import __version__
 from machine_lsp.core import selection
 from machine_lsp.core.conflicts import claim_kind, standing
 from machine_lsp.core.lines import split_lines_keep_ends
+from machine_lsp.core.trained_in import trained_in
 from machine_lsp.lsp import compat
 from machine_lsp.lsp.confirm import confirm_run
 from machine_lsp.lsp.features import (
@@ -274,7 +275,9 @@ class CommandsFeature(LanguageFeature):
         store = Store.open(self.server.project_start(args.get("uri")))
         verdict = args.get("verdict")
         rows = []
-        for record in standing(store.records()):  # what the store says now: edited-away records are history
+        records = standing(store.records())  # what the store says now: edited-away records are history
+        trained = trained_in(store.runs_dir, records)
+        for record in records:
             if verdict and record.verdict != verdict:
                 continue
             answer = next((text_of(m) for m in reversed(record.messages) if m.role == "assistant"), "")
@@ -290,6 +293,7 @@ class CommandsFeature(LanguageFeature):
                     trace=record.trace,
                     created_at=record.created_at,
                     prompt=prompt[:200],
+                    trained_in=trained.get(record.id, []),
                 )
             )
         return TaggedReply(store=str(store.tagged_path), records=rows, warnings=list(store.warnings))

@@ -390,6 +390,7 @@ export interface TaggedRecord {
   trace: boolean;
   created_at: string;
   prompt: string;
+  trained_in: string[];
 }
 /**
  * `machine.tinker.serve|status|stop`: the project's local Tinker server (SkyRL tx).
