@@ -18,7 +18,8 @@ from machine_lsp.core import runs
 from machine_lsp.core.export import chat_order
 from machine_lsp.core.schema import Message, RowFileError, TagRecord, encode, read_training_rows
 
-TRAINING_JOBS = ("train-smoke", "train-run", "retrain")
+# A smoke run trains two steps and keeps no checkpoint: nothing it trained stays, so it is not "trained in".
+TRAINING_JOBS = ("train-run", "retrain")
 KEY_CHARS = (
     16  # 64 bits of sha256: no two rows of one project collide in practice, and a manifest stays small
 )

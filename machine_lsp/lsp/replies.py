@@ -126,6 +126,18 @@ class JobDeclined(msgspec.Struct):
     message: str
 
 
+class EvalSetReply(msgspec.Struct):
+    """`machine.eval.split`: the eval set made from the store (scaffold/eval_set.py)."""
+
+    path: str  # the eval file written (absolute)
+    rows: int  # tagged rows held out into it
+    training: int  # good rows left to train on (store runs leave the eval rows out)
+    by: str  # "session" (whole sessions held out) or "row"
+    sessions: int
+    config: str | None  # machine.toml, when it was written or given `[eval] data`
+    message: str
+
+
 class WroteReply(msgspec.Struct):
     """`machine.train.sft` and `machine.eval.init`: the files written (absolute paths)."""
 
@@ -323,6 +335,7 @@ COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
     "machine.train.sft": (WroteReply,),
     "machine.eval.init": (WroteReply,),
     "machine.eval.compare": (CompareReply,),
+    "machine.eval.split": (EvalSetReply,),
     "machine.jobs.list": (JobsListReply,),
     "machine.jobs.cancel": (CancelReply,),
     "machine.server.info": (InfoReply,),

@@ -48,6 +48,7 @@ class MachineLanguageServer(LanguageServer):
         from machine_lsp.lsp.features.code_actions import CodeActionsFeature
         from machine_lsp.lsp.features.commands import CommandsFeature
         from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
+        from machine_lsp.lsp.features.eval_set import EvalSetFeature
         from machine_lsp.lsp.features.hover import HoverFeature
         from machine_lsp.lsp.features.jobs import JobsFeature
         from machine_lsp.lsp.features.serving import ServingFeature
@@ -67,6 +68,7 @@ class MachineLanguageServer(LanguageServer):
             self.serving,
             SessionsFeature(self),
             TagEditsFeature(self),
+            EvalSetFeature(self),
         ]
         for feature in self.features:
             feature.register()

@@ -57,6 +57,7 @@ def test_rows_name_the_finished_runs_that_held_them(tmp_path):
     _, second = _run(runs_dir, [a, b], keys=True, job="retrain")
     _run(runs_dir, [b], keys=True, status="failed")  # a failed run trained nothing that stayed
     _run(runs_dir, [b], keys=True, job="eval-baseline")  # not a training job
+    _run(runs_dir, [b], keys=True, job="train-smoke")  # two steps, no checkpoint kept
     found = trained_in(runs_dir, [a, b, bad])
     assert found.keys() == {"a", "b"}  # a bad row never trains
     assert sorted(found["a"]) == sorted([first.id, second.id]) and found["b"] == [second.id]
