@@ -1,8 +1,8 @@
 """An eval set made from the store: held-out tagged rows, and the rule that they never train.
 
 `machine train eval split` (and the editor's *Make Eval Set…*) holds out a share of the store's good rows, whole
-sessions together (core.gate.holdout_split, the gate's own split), and writes them as chat rows to the eval file:
-each row's prompt is its messages before the answer, and the answer is what an eval expects. Those rows stay
+sessions together (core.gate.holdout_split, the gate's own split), and writes them as eval rows to the eval file:
+each row's prompt is its messages before the answer, and the answer is what the eval expects. Those rows stay
 tagged; a run that trains on the store leaves out every row the eval set holds (`without_eval_rows`), so the
 eval keeps measuring rows the model never saw. The key of an eval row is its prompt messages and expected text
 (`eval_key`), the same key that refuses an eval set sharing a row with training data.
@@ -17,7 +17,7 @@ import msgspec
 from machine_lsp.core import gate
 from machine_lsp.core.evals import EvalCase
 from machine_lsp.core.export import chat_order, export_sft
-from machine_lsp.core.schema import Message, TagRecord, TrainingRow, encode, encode_training_row, text_of
+from machine_lsp.core.schema import EvalRow, Message, TagRecord, TrainingRow, encode, text_of
 
 
 class EvalSplit(msgspec.Struct):
@@ -64,8 +64,13 @@ def split_store(records: Sequence[TagRecord], *, min_rows: int, fraction: float)
     )
 
 
-def encode_rows(rows: Iterable[TrainingRow]) -> bytes:
-    return b"".join(encode_training_row(row) + b"\n" for row in rows)
+def encode_eval_rows(rows: Iterable[TrainingRow]) -> bytes:
+    """The held-out rows as eval rows (`{messages, expected}`: the prompt, and the answer an exact match expects),
+    the format the eval-file diagnostics check."""
+    return b"".join(
+        encode(EvalRow(messages=list(row.messages[:-1]), expected=text_of(row.messages[-1]))) + b"\n"
+        for row in rows
+    )
 
 
 def without_eval_rows(rows: Sequence[TrainingRow], keys: set[bytes]) -> tuple[list[TrainingRow], int]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from machine_lsp.core.eval_split import encode_rows, split_store
+from machine_lsp.core.eval_split import encode_eval_rows, split_store
 from machine_lsp.core.safe_files import NotRegularFile, write_file_safely
 from machine_lsp.core.store import Store
 from machine_lsp.scaffold.config import (
@@ -57,7 +57,7 @@ def make_eval_set(project: Path, out: str | None = None, *, force: bool = False)
     if isinstance(split, str):
         raise EvalSetError(f"no eval set made: {split}")
     try:
-        write_file_safely(path, encode_rows(split.held_out), root=project)
+        write_file_safely(path, encode_eval_rows(split.held_out), root=project)
     except (NotRegularFile, OSError) as exc:
         raise EvalSetError(f"cannot write {rel}: {exc}") from None
     written_config = None if config.eval.data == rel else _name_eval_file(project, config_path, config, rel)
