@@ -47,6 +47,10 @@ async def test_split_writes_the_eval_set_and_names_it(vscode):
     assert plan["problem"] is None and "eval.jsonl" in plan["message"], plan
     with pytest.raises(JsonRpcException, match="eval.jsonl already exists; --force"):
         await command(client, "machine.eval.split", {})
+    shown = len(client.messages)
+    with pytest.raises(JsonRpcException, match="eval.jsonl already exists") as caught:  # quiet: not shown
+        await command(client, "machine.eval.split", {"quiet": True})
+    assert caught.value.data is None and len(client.messages) == shown
     assert (await command(client, "machine.eval.split", {"force": True}))["rows"] == 6
 
 

@@ -6,7 +6,6 @@ import * as vscode from "vscode";
 import { ExecuteCommandRequest } from "vscode-languageclient/node";
 import type { MachineCommandReplies } from "./generated/replies";
 import { evalSetArgs, existingEvalFile } from "./logic/evalSet";
-import { serverShownError } from "./logic/replies";
 import { currentSettings, workspaceFolderPath, type ServerManager } from "./server";
 
 export async function makeEvalSet(server: ServerManager): Promise<void> {
@@ -18,7 +17,7 @@ export async function makeEvalSet(server: ServerManager): Promise<void> {
   try {
     reply = await split(false);
   } catch (err) {
-    const existing = existingEvalFile(serverShownError(err) ?? "");
+    const existing = existingEvalFile(err instanceof Error ? err.message : String(err));
     if (existing === undefined) throw err;
     const pick = await vscode.window.showWarningMessage(`Replace ${existing} with a new split of the tagged rows?`, { modal: true, detail: "The rows held out go into the eval file; runs on the store leave them out." }, "Replace");
     if (pick !== "Replace") return;

@@ -1,4 +1,4 @@
-"""`machine.eval.split {out?, force?}`: make the eval set from the store, as `machine train eval split` does
+"""`machine.eval.split {out?, force?, quiet?}`: make the eval set from the store, as `machine train eval split` does
 (scaffold/eval_set.py: held-out tagged rows into the eval file; runs that train on the store leave them out).
 Quick file work, in-process; the outcome is shown with `window/showMessage` and is the reply's `message`."""
 
@@ -18,13 +18,18 @@ class EvalSetFeature(LanguageFeature):
     def register(self) -> None:
         @self.server.command("machine.eval.split")
         async def split(*arguments: Any) -> Any:
+            given = arguments[0] if len(arguments) == 1 and isinstance(arguments[0], dict) else None
+            args = dict(given or {})
             try:
-                if arguments and not (len(arguments) == 1 and isinstance(arguments[0], dict)):
+                if arguments and given is None:
                     raise CommandError(message="expected a single JSON object argument")
-                return to_wire(self.split(dict(arguments[0]) if arguments else {}))
+                return to_wire(self.split(args))
             except CommandError as exc:
-                exc.data = SHOWN
-                self._show(types.MessageType.Error, f"machine: {exc.message}")
+                if (
+                    args.get("quiet") is not True
+                ):  # `quiet`: the client words the refusal (VS Code asks to replace)
+                    exc.data = SHOWN
+                    self._show(types.MessageType.Error, f"machine: {exc.message}")
                 raise
 
     def _show(self, kind: types.MessageType, message: str) -> None:

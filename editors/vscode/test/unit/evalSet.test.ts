@@ -3,10 +3,10 @@ import { test } from "node:test";
 import { evalSetArgs, existingEvalFile, MAKE_EVAL_SET_COMMAND, serverMessageActions } from "../../src/logic/evalSet";
 
 test("the eval file the settings name goes to machine.eval.split workspace-relative; none: the server chooses", () => {
-  assert.deepEqual(evalSetArgs("", "/ws"), {});
-  assert.deepEqual(evalSetArgs("data/eval.jsonl", "/ws"), { out: "data/eval.jsonl" });
-  assert.deepEqual(evalSetArgs("/ws/held/eval.jsonl", "/ws", true), { out: "held/eval.jsonl", force: true });
-  assert.deepEqual(evalSetArgs("/elsewhere/eval.jsonl", "/ws"), { out: "/elsewhere/eval.jsonl" });
+  assert.deepEqual(evalSetArgs("", "/ws"), { quiet: true });
+  assert.deepEqual(evalSetArgs("data/eval.jsonl", "/ws"), { quiet: true, out: "data/eval.jsonl" });
+  assert.deepEqual(evalSetArgs("/ws/held/eval.jsonl", "/ws", true), { quiet: true, out: "held/eval.jsonl", force: true });
+  assert.deepEqual(evalSetArgs("/elsewhere/eval.jsonl", "/ws"), { quiet: true, out: "/elsewhere/eval.jsonl" });
 });
 
 test("an existing eval file is recognised in the server's refusal; other errors are not", () => {
