@@ -1,4 +1,5 @@
-"""`machine train eval init|baseline|checkpoint|compare|probe`: held-out evaluation as jobs, and the comparison."""
+"""`machine train eval init|split|baseline|checkpoint|compare|probe`: held-out evaluation as jobs, the eval set made
+from the store, and the comparison."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
     ev_parser = train_sub.add_parser(
-        "eval", help="held-out evaluation: init, baseline, checkpoint, compare, probe"
+        "eval", help="held-out evaluation: init, split, baseline, checkpoint, compare, probe"
     )
     ev_sub = ev_parser.add_subparsers(dest="eval_command", metavar="VERB")
     ev_parser.set_defaults(func=lambda args: show_help(ev_parser))
@@ -36,6 +37,14 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     init = ev_sub.add_parser("init", help="write eval.py (and machine.toml if missing)")
     init.add_argument("--force", action="store_true", help="overwrite eval.py")
     init.set_defaults(func=_eval_init)
+
+    split = ev_sub.add_parser(
+        "split",
+        help="hold out tagged good rows as the eval set ([eval] data, else eval.jsonl); store runs skip them",
+    )
+    split.add_argument("--out", metavar="FILE", help="the eval file (default: [eval] data, else eval.jsonl)")
+    split.add_argument("--force", action="store_true", help="replace an existing eval file with a new split")
+    split.set_defaults(func=_eval_split)
 
     base = ev_sub.add_parser("baseline", help="evaluate the base model -> eval_results/baseline.json")
     base.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
@@ -117,6 +126,19 @@ def _eval_init(args: argparse.Namespace) -> int:
     console_out().print(
         "next: [bold]machine train eval baseline --data EVAL.jsonl[/] (or python eval.py --data EVAL.jsonl)"
     )
+    return EXIT_OK
+
+
+def _eval_split(args: argparse.Namespace) -> int:
+    from machine_lsp.core.store import find_project_root
+    from machine_lsp.scaffold.eval_set import EvalSetError, make_eval_set
+
+    try:
+        report = make_eval_set(find_project_root(), args.out, force=args.force)
+    except EvalSetError as exc:
+        raise UsageError(str(exc)) from None
+    console_out().print(escape(report.message))
+    console_out().print("next: [bold]machine train eval baseline[/]")
     return EXIT_OK
 
 

@@ -34,7 +34,6 @@ from machine_lsp.core.validate import (
     validate_path,
 )
 
-FIX_ROUNDS = 5  # a fix can reveal another (a row split off its neighbour's line is checked only then)
 MAX_PRINTED_FINDINGS = 200
 STORE_LABEL = "<store: good rows as SFT>"
 
@@ -169,7 +168,7 @@ def _store_sft_bytes() -> bytes:
 
 def _fix_file(path: str, *, backup: bool, quiet: bool) -> int | None:
     """Apply the fixes in place (backup first, atomic replace keeping the mode); an exit code when it cannot."""
-    from machine_lsp.core.fixes import apply_fixes
+    from machine_lsp.core.fixes import fix_all
     from machine_lsp.core.safe_files import write_output
 
     out = console_out(highlight=False, stderr=quiet)  # with --json, stdout carries only the report
@@ -179,13 +178,8 @@ def _fix_file(path: str, *, backup: bool, quiet: bool) -> int | None:
     except UnreadableFile as exc:
         err.print(f"machine: {escape(str(exc))}")
         return EXIT_USAGE
-    data, applied, skipped = original, [], []
-    for _ in range(FIX_ROUNDS):
-        data, outcome = apply_fixes(data, validate_bytes(data, "auto", file=path).findings)
-        applied.extend(outcome.applied)
-        skipped = outcome.skipped  # the last round's: what is still left over
-        if not outcome.applied:
-            break
+    data, outcome = fix_all(original, "auto", file=path)
+    applied, skipped = outcome.applied, outcome.skipped  # skipped: what the last round still left over
     if not applied:
         out.print(f"{escape(path)}: nothing to fix")
         return None

@@ -4,7 +4,8 @@ A finding's `Fix` is a list of `TextEdit`s with 1-based lines and columns counte
 ending at "\\n", "\\r\\n" or a lone "\\r" (the validator's conventions, core.validate). Bytes that are not UTF-8 are
 carried through unchanged (surrogateescape). Fixes are taken in file order; one whose edits overlap an edit already
 taken is skipped and reported (its finding stays, and a later `--fix` run may settle it). The taken edits are
-applied from the end of the text backwards, so no edit moves another.
+applied from the end of the text backwards, so no edit moves another. `fix_all` is every fix of a file, round after
+round: `machine train validate --fix` and the editor's fix-all (`source.fixAll.machine`) both call it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from machine_lsp.core.validate import Finding, Fix, TextEdit
+from machine_lsp.core.validate import Finding, Fix, TextEdit, validate_bytes
 
+FIX_ROUNDS = 5  # a fix can reveal another (a row split off its neighbour's line is checked only then)
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
@@ -73,3 +75,17 @@ def apply_fixes(data: bytes, findings: Iterable[Finding]) -> tuple[bytes, FixOut
     for start, end, new_text in sorted(taken, key=lambda t: (t[0], t[1]), reverse=True):
         text = text[:start] + new_text + text[end:]
     return text.encode("utf-8", "surrogateescape"), outcome
+
+
+def fix_all(data: bytes, kind: str = "auto", *, file: str = "<bytes>") -> tuple[bytes, FixOutcome]:
+    """The bytes with every mechanical fix applied, validating again after each round (at most FIX_ROUNDS);
+    `skipped` is what the last round still left (overlapping fixes). Raises ValueError on binary data."""
+    applied: list[Finding] = []
+    skipped: list[Finding] = []
+    for _ in range(FIX_ROUNDS):
+        data, outcome = apply_fixes(data, validate_bytes(data, kind, file=file).findings)  # type: ignore[arg-type]
+        applied.extend(outcome.applied)
+        skipped = outcome.skipped
+        if not outcome.applied:
+            break
+    return data, FixOutcome(applied=applied, skipped=skipped)

@@ -46,6 +46,8 @@ class DataSnapshot(msgspec.Struct, omit_defaults=True):
     path: str  # the snapshot inside the run dir (or the original when not copied)
     sha256: str
     rows: int
+    # one key per training row (core.trained_in.row_key): which tagged rows the run trained on
+    row_keys: list[str] = msgspec.field(default_factory=list)
 
 
 class CheckpointRecord(msgspec.Struct):

@@ -14,6 +14,7 @@ from machine_lsp.core.schema import (
     encode_training_row,
     read_training_rows,
 )
+from machine_lsp.core.trained_in import row_key
 from machine_lsp.jobs.runner import JobContext, JobError
 
 if TYPE_CHECKING:
@@ -70,7 +71,12 @@ def training_data(
         validate_or_fail(path, "train", ctx)
         rows = read_training_file(path)
         snapshot = runs.DataSnapshot(
-            role="train", source=str(path), path=str(path), sha256=runs.sha256_file(path), rows=len(rows)
+            role="train",
+            source=str(path),
+            path=str(path),
+            sha256=runs.sha256_file(path),
+            rows=len(rows),
+            row_keys=[row_key(row.messages) for _, row in rows],
         )
         return [(f"{path.name}:{line}", row) for line, row in rows], snapshot
 
@@ -83,13 +89,22 @@ def training_data(
             f"the store ({store.tagged_path}) has no good rows yet: tag turns with `machine good`, "
             "or pass a training FILE"
         )
+    return [(f"store row {i}", row) for i, row in enumerate(sft, start=1)], store_snapshot(ctx, sft)
+
+
+def store_snapshot(ctx: JobContext, rows: list[TrainingRow]) -> runs.DataSnapshot:
+    """The store's rows a run trains on, copied into the run directory, with their keys (core.trained_in)."""
     snap = ctx.run_dir / "data" / "train.jsonl"
-    payload = b"".join(encode_training_row(r) + b"\n" for r in sft)
+    payload = b"".join(encode_training_row(r) + b"\n" for r in rows)
     write_file_safely(snap, payload, root=ctx.run_dir)
-    snapshot = runs.DataSnapshot(
-        role="train", source="store", path=str(snap), sha256=runs.sha256_bytes(payload), rows=len(sft)
+    return runs.DataSnapshot(
+        role="train",
+        source="store",
+        path=str(snap),
+        sha256=runs.sha256_bytes(payload),
+        rows=len(rows),
+        row_keys=[row_key(row.messages) for row in rows],
     )
-    return [(f"store row {i}", row) for i, row in enumerate(sft, start=1)], snapshot
 
 
 def store_records(ctx: JobContext) -> tuple[Store, list[TagRecord]]:
@@ -104,3 +119,31 @@ def store_records(ctx: JobContext) -> tuple[Store, list[TagRecord]]:
     for warning in store.warnings:
         ctx.log(warning, "warning")
     return store, records
+
+
+def leave_out_eval_rows(
+    ctx: JobContext, labelled: list[tuple[str, TrainingRow]], eval_data: str
+) -> tuple[list[tuple[str, TrainingRow]], runs.DataSnapshot | None]:
+    """The store's rows without those the eval set holds (core.eval_split), and their new snapshot (None: the
+    eval set holds none of them). A missing eval file leaves them all: the eval and the gate say it is missing."""
+    from machine_lsp.core import evals
+    from machine_lsp.core.eval_split import case_keys, row_eval_key
+
+    path = resolve(ctx.cwd, eval_data)
+    if not path.is_file():
+        return labelled, None
+    try:
+        keys = case_keys(evals.load_cases(path))
+    except evals.EvalError as exc:
+        raise JobError(str(exc)) from None
+    kept = [(where, row) for where, row in labelled if row_eval_key(row) not in keys]
+    if len(kept) == len(labelled):
+        return labelled, None
+    if not kept:
+        raise JobError(
+            f"every good row of the store is in the eval set {path.name}: nothing left to train on"
+        )
+    ctx.log(
+        f"{len(labelled) - len(kept)} tagged rows are in the eval set {path.name}: held out, not trained on"
+    )
+    return kept, store_snapshot(ctx, [row for _where, row in kept])

@@ -16,8 +16,10 @@ from typing import Any
 import msgspec
 
 from machine_lsp.core import evals, gate, promotions, runs
+from machine_lsp.core.eval_split import eval_key, row_eval_key
 from machine_lsp.core.schema import TrainingRow, encode, encode_training_row, text_of
 from machine_lsp.core.tool_probes import probe_conversations
+from machine_lsp.core.trained_in import row_key
 from machine_lsp.jobs.data import resolve
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import MachineConfig
@@ -88,9 +90,9 @@ def _given_eval_set(ctx: JobContext, data: str, labelled: Labelled) -> HeldOut:
         cases = evals.load_cases(path)
     except evals.EvalError as exc:
         raise JobError(str(exc)) from None
-    trained = {encode(list(row.messages[:-1])) + text_of(row.messages[-1]).encode(): w for w, row in labelled}
+    trained = {row_eval_key(row): w for w, row in labelled}
     for case in cases:
-        where = trained.get(encode(case.messages) + case.expected.encode())
+        where = trained.get(eval_key(case.messages, case.expected))
         if where is not None:
             raise JobError(
                 f"{path.name}: eval row {case.id!r} is also a training row ({where}); a held-out set must "
@@ -136,6 +138,7 @@ def _snapshot(
         path=str(data_dir / "train.jsonl"),
         sha256=runs.sha256_bytes(payloads["train.jsonl"]),
         rows=len(train),
+        row_keys=[row_key(row.messages) for _where, row in train],  # the held-out rows did not train
     )
 
 

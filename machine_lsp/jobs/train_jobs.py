@@ -33,6 +33,7 @@ from machine_lsp.engines.registry import EngineName
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.anchor_jobs import add_anchors
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
+from machine_lsp.jobs.data import leave_out_eval_rows
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.jobs.step_data import StepData, load_rows, step_data
@@ -174,6 +175,11 @@ def _rows(ctx: JobContext, config: MachineConfig, smoke: bool) -> tuple[Any, Hel
     """The run's rows (the gate's held out of an SFT run first) and the held-out set (None: a smoke run)."""
     cfg = config.train
     loaded = load_rows(ctx, cfg)  # chat rows, pairs or KTO examples, per objective
+    if cfg.objective == "sft" and loaded.snapshot.source == "store" and config.eval.data:
+        rows, snapshot = leave_out_eval_rows(
+            ctx, loaded.rows, config.eval.data
+        )  # an eval set made from the store
+        loaded = msgspec.structs.replace(loaded, rows=rows, snapshot=snapshot or loaded.snapshot)
     held: HeldOut | None = None  # a smoke run is not gated
     if not smoke and cfg.objective == "sft":  # the gate's rows are held out before anything trains on them
         rows, snapshot, held = hold_out(ctx, config, loaded.rows, loaded.snapshot)

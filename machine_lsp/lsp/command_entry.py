@@ -2,7 +2,9 @@
 
 A user error (`CommandError`: bad line, wrong file, no turn) is one line in the editor (window/showMessage) and in the
 error reply, with `data: {"shown": true}` so a client does not show it twice, never a traceback in the log; an
-unexpected exception is logged once (its traceback only at debug level) and shown as one line too.
+unexpected exception is logged once (its traceback only at debug level) and shown as one line too. A request with
+`quiet: true` gets its user error in the reply only, unshown, for a client that words the refusal itself (VS Code asks
+to replace an existing eval set).
 """
 
 from __future__ import annotations
@@ -33,11 +35,14 @@ def command_entry(
         server.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
 
     async def handler(*arguments: Any) -> Any:
+        quiet = len(arguments) == 1 and isinstance(arguments[0], dict) and arguments[0].get("quiet") is True
         try:
             reply = method(_arguments(arguments))
             return to_wire(await reply if inspect.isawaitable(reply) else reply)
         except CommandError as exc:
             exc.message = " ".join(str(exc.message).split())  # one line, whatever the cause's text held
+            if quiet:
+                raise
             exc.data = SHOWN
             show(f"machine: {exc.message}")
             raise

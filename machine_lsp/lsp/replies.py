@@ -64,6 +64,8 @@ class TaggedRecord(msgspec.Struct):
     created_at: str
     # The user message the answer follows, first 200 characters (two "answer: 62" rows differ here).
     prompt: str = ""
+    # The finished training runs whose data held this row (core.trained_in), oldest first; empty: not trained yet.
+    trained_in: list[str] = msgspec.field(default_factory=list)
 
 
 class TaggedReply(msgspec.Struct):
@@ -121,6 +123,18 @@ class JobDeclined(msgspec.Struct):
     """A paid or long job the user declined when asked: nothing ran."""
 
     status: Literal["declined"]
+    message: str
+
+
+class EvalSetReply(msgspec.Struct):
+    """`machine.eval.split`: the eval set made from the store (scaffold/eval_set.py)."""
+
+    path: str  # the eval file written (absolute)
+    rows: int  # tagged rows held out into it
+    training: int  # good rows left to train on (store runs leave the eval rows out)
+    by: str  # "session" (whole sessions held out) or "row"
+    sessions: int
+    config: str | None  # machine.toml, when it was written or given `[eval] data`
     message: str
 
 
@@ -321,6 +335,7 @@ COMMAND_REPLIES: dict[str, tuple[type[msgspec.Struct], ...]] = {
     "machine.train.sft": (WroteReply,),
     "machine.eval.init": (WroteReply,),
     "machine.eval.compare": (CompareReply,),
+    "machine.eval.split": (EvalSetReply,),
     "machine.jobs.list": (JobsListReply,),
     "machine.jobs.cancel": (CancelReply,),
     "machine.server.info": (InfoReply,),

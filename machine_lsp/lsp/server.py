@@ -162,6 +162,7 @@ def _features(server: MachineLanguageServer) -> list[LanguageFeature]:
     (job commands, serving), the diagnostics' per-line results (code actions, server info), the turns cache."""
     from machine_lsp.lsp.features.code_actions import CodeActionsFeature
     from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
+    from machine_lsp.lsp.features.eval_set import EvalSetFeature
     from machine_lsp.lsp.features.hover import HoverFeature
     from machine_lsp.lsp.features.job_commands import JobCommandsFeature
     from machine_lsp.lsp.features.jobs import JobsFeature
@@ -186,6 +187,7 @@ def _features(server: MachineLanguageServer) -> list[LanguageFeature]:
         ServingFeature(server, jobs),
         SessionsFeature(server),
         TagEditsFeature(server),
+        EvalSetFeature(server),
     ]
 
 

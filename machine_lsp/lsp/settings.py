@@ -5,7 +5,8 @@ Accepted from `initializationOptions` and `workspace/didChangeConfiguration`, ei
 Two keys describe the client rather than the project: `clientPrompts` (true: the client asks the user for a
 code action's `ask` — a note, a rewrite, a prompt — before it runs `machine.tag`; only such clients are offered
 those actions) and `jobReplies` (`"onEnd"`: a job command's reply comes when the job ends; `"immediate"`: it comes
-at once with the job id, for clients with a short request timeout such as eglot's 10 s).
+at once with the job id, for clients with a short request timeout such as eglot's 10 s). `confirmTimeoutS` (600)
+bounds the wait for an answer to a job's Run/Cancel question (confirm.py).
 Each value is converted with msgspec into the typed `Settings` struct; a value that does not convert (or a glob
 that could cost too much to match) is reported back in `problems` (the server shows them with
 `window/showMessage`) and the previous value is kept: nothing is dropped silently.
@@ -45,6 +46,9 @@ class _Input(msgspec.Struct, rename="camel", forbid_unknown_fields=False, omit_d
     max_file_mb: Annotated[float, msgspec.Meta(ge=0)] | None = msgspec.field(default=None, name="maxFileMB")
     client_prompts: bool | None = None
     job_replies: JobReplies | None = None
+    confirm_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=86_400)] | None = msgspec.field(
+        default=None, name="confirmTimeoutS"
+    )
 
 
 class Settings(msgspec.Struct, frozen=True):
@@ -54,6 +58,8 @@ class Settings(msgspec.Struct, frozen=True):
     max_file_mb: float = 32.0
     client_prompts: bool = False
     job_replies: JobReplies = "onEnd"
+    # a Run/Cancel question nobody answers declines the job after this many seconds, saying so
+    confirm_timeout_s: float = 600.0
 
     def parse(self, options: Any) -> tuple[Settings, list[str]]:
         """A copy with `options` applied, and a message for each value that was refused (and not applied)."""

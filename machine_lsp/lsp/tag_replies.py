@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 from lsprotocol import types
 
-from machine_lsp.core.conflicts import claim_kind, standing
+from machine_lsp.core.conflicts import claim_kind
 from machine_lsp.lsp.arguments import optional_str
 from machine_lsp.lsp.features import CommandError
 from machine_lsp.lsp.replies import TaggedRecord, TagPreview
@@ -93,12 +93,13 @@ def tag_preview(store: Any, turn: Any, request: TagRequest) -> TagPreview:
     )
 
 
-def tagged_rows(records: list[Any], verdict: str | None) -> list[TaggedRecord]:
-    """The standing records (what the store says now: edited-away records are history), as the editor lists them."""
+def tagged_rows(records: list[Any], verdict: str | None, trained: dict[str, list[str]]) -> list[TaggedRecord]:
+    """The standing records (what the store says now: edited-away records are history), as the editor lists them;
+    `trained`: the runs that trained on each record (core.trained_in)."""
     from machine_lsp.core.schema import text_of
 
     rows = []
-    for record in standing(records):
+    for record in records:
         if verdict and record.verdict != verdict:
             continue
         answer = next((text_of(m) for m in reversed(record.messages) if m.role == "assistant"), "")
@@ -114,6 +115,7 @@ def tagged_rows(records: list[Any], verdict: str | None) -> list[TaggedRecord]:
                 trace=record.trace,
                 created_at=record.created_at,
                 prompt=prompt[:SHORT_CHARS],
+                trained_in=trained.get(record.id, []),
             )
         )
     return rows

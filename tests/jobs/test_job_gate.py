@@ -8,6 +8,12 @@ from pathlib import Path
 import pytest
 
 from machine_lsp.core import promotions, runs
+from machine_lsp.core.schema import Message
+from machine_lsp.core.trained_in import row_key
+
+
+def _messages(row: dict) -> list[Message]:
+    return [Message(role=m["role"], content=m["content"]) for m in row["messages"]]
 
 
 def _chat(user: str, answer: str) -> dict:
@@ -43,6 +49,13 @@ def test_train_run_ends_with_the_gate_and_promotes(project: Path, run_job) -> No
     assert metrics["reference_tool_calls"] == 0 and metrics["tool_retention"] is None
     roles = {d.role: d.rows for d in manifest.data}
     assert roles == {"train": 6, "eval": 6}  # the held-out rows were not trained on
+    # ...and the run's row keys (the tagged-rows view's "trained in") name only the 6 it trained on
+    (train,) = [d for d in manifest.data if d.role == "train"]
+    heldout = (
+        (project / ".machine" / "runs" / manifest.id / "data" / "heldout.jsonl").read_text().splitlines()
+    )
+    held_keys = {row_key(_messages(json.loads(line))) for line in heldout}
+    assert len(set(train.row_keys)) == 6 and not held_keys & set(train.row_keys)
     assert promotions.read_log(project / ".machine").current() == manifest.last_checkpoint
 
 

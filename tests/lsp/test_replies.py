@@ -128,6 +128,7 @@ async def test_every_command_reply_matches_its_struct(tmp_path):
             "machine.eval.probe",
             "machine.retrain",  # trains on a store: tests/lsp/test_retrain_command.py
             "machine.sessions.turns",  # needs a session log: tests/lsp/test_sessions_commands.py
+            "machine.eval.split",  # needs 12 tagged rows: tests/lsp/test_eval_split.py
             "machine.serve.start",  # loads the model: tests/lsp/test_serving.py
             "machine.tinker.serve",  # starts SkyRL tx; its failure paths: tests/lsp/test_serving.py
         }

@@ -1,5 +1,6 @@
 """`machine.retrain` over stdio with the real server and the real job (the embedded SmolLM2, one step): the plan
-counts the anchors; with `[train] scope = "off"` the run adds none, and the reply is the job's summary."""
+counts the anchors; with `[train] scope = "off"` the run adds none, and the reply is the job's summary; every tagged
+row then names the run in `machine.tagged` (trained_in)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,7 @@ async def test_retrain_command_plans_anchors_and_scope_off_adds_none(vscode) -> 
         r.message or "" for r in client.progress_reports[token] if isinstance(r, types.WorkDoneProgressReport)
     ]
     assert any(m.startswith("step 1/1") for m in messages), messages
+    # The tagged-rows view's "trained in" column: every tagged row names this run (its manifest's row keys).
+    assert manifest.data[0].rows == 8 and len(manifest.data[0].row_keys) == 8
+    tagged = await command(client, "machine.tagged", {})
+    assert [r["trained_in"] for r in tagged["records"]] == [[reply["run_id"]]] * 8

@@ -46,6 +46,7 @@
       cell(tr, r.harness);
       cell(tr, r.when);
       cell(tr, r.where);
+      cell(tr, r.trainedIn, r.trainedIn === "not yet" ? "muted" : undefined);
       const actions = cell(tr, "", "actions");
       button(actions, "Note…", "note", r.id, "Change the note");
       button(actions, r.verdict === "good" ? "→ bad" : "→ good", "flip", r.id, "Flip the verdict");

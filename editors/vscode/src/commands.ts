@@ -35,6 +35,8 @@ import { offerNote } from "./sessions";
 import type { TaggedView } from "./taggedView";
 import type { TrainingEnvironment } from "./trainingEnv";
 import { refusedUntilTrusted } from "./trust";
+import { makeEvalSet } from "./evalSet";
+import { MAKE_EVAL_SET_COMMAND } from "./logic/evalSet";
 
 class UserCancelled extends Error {}
 
@@ -88,6 +90,7 @@ export class Commands {
       reg("machineLsp.trainPreferences", () => this.trainPreferences()),
       reg(ASK_AND_RETAG_COMMAND, (_kind, arg) => this.askAndRetag(arg)),
       reg("machineLsp.baseline", () => this.runJob("baseline", "Baseline eval")),
+      reg(MAKE_EVAL_SET_COMMAND, () => makeEvalSet(this.server)),
       reg("machineLsp.evalCheckpoint", () => this.evalCheckpoint("evalCheckpoint")),
       reg("machineLsp.compare", () => this.compare()),
       reg("machineLsp.probe", () => this.evalCheckpoint("probe")),

@@ -1,5 +1,6 @@
 /** Tracks jobs from machine/jobEvent: the status-bar item, the outcome notification, listeners (the panel). */
 import * as vscode from "vscode";
+import { serverMessageActions } from "./logic/evalSet";
 import { labelServerMessage } from "./logic/replies";
 import { applyEvent, currentJob, runningIcon, isJobEvent, outcomeText, shownJob, statusText, statusTooltip, type JobEvent, type JobState } from "./logic/jobs";
 
@@ -95,7 +96,8 @@ export class JobsView implements vscode.Disposable {
       this.output.info(`[server] ${params.message}`);
       return;
     }
-    const actions: string[] = [];
+    const offered = serverMessageActions(params.message); // e.g. no eval data: Make Eval Set…
+    const actions: string[] = offered.map((a) => a.title);
     if (job) {
       if (job.losses.length || job.evals.length) actions.push("Open Run Panel");
       if (job.status !== "done") actions.push("Show Log");
@@ -109,6 +111,8 @@ export class JobsView implements vscode.Disposable {
     void show.then((pick) => {
       if (pick === "Open Run Panel") void vscode.commands.executeCommand("machineLsp.openPanel");
       if (pick === "Show Log") this.output.show();
+      const action = offered.find((a) => a.title === pick);
+      if (action) void vscode.commands.executeCommand(action.command);
     });
   }
 

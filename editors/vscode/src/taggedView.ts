@@ -1,5 +1,6 @@
 /**
- * *Machine: Show Tagged Rows*: the store as a table (prompt, answer or rewrite, verdict, note, harness, when) with a
+ * *Machine: Show Tagged Rows*: the store as a table (prompt, answer or rewrite, verdict, note, harness, when, the
+ * runs that trained on it) with a
  * search box; a row opens its source line, and its buttons untag it, change its note or flip its verdict
  * (machine.untag / machine.retag: the store keeps the history). Rows and actions: logic/tagged.ts.
  */
@@ -102,7 +103,7 @@ export class TaggedView implements vscode.Disposable {
 <h2>Tagged rows</h2>
 <p><input id="search" type="search" placeholder="Search: words in any column; good or bad for the verdict" aria-label="Search tagged rows" size="60"> <span id="count" class="muted"></span></p>
 <p id="store" class="muted"></p>
-<div class="table-scroll"><table id="tagged"><thead><tr><th>Verdict</th><th>Prompt</th><th>Answer or rewrite</th><th>Note</th><th>Harness</th><th>When</th><th>Source</th><th></th></tr></thead><tbody></tbody></table></div>
+<div class="table-scroll"><table id="tagged"><thead><tr><th>Verdict</th><th>Prompt</th><th>Answer or rewrite</th><th>Note</th><th>Harness</th><th>When</th><th>Source</th><th>Trained in</th><th></th></tr></thead><tbody></tbody></table></div>
 <script nonce="${nonce}" src="${script.toString()}"></script>
 </body>
 </html>`;

@@ -6,7 +6,7 @@ command carries `ask` (a note, a rewrite, a selection's prompt) are offered only
 `clientPrompts` (they ask the user, then add the answer to the arguments); to those clients the plain tags carry
 `offer: "note"` (ask for a note, an empty answer skips it); the others get the plain actions, and
 hover names the `machine.tag` arguments for a note or rewrite. Quick fixes are sent without edits and resolved
-lazily (`codeAction/resolve`) when the client supports it.
+lazily (`codeAction/resolve`) when the client supports it; the file's fix-all is lsp/fix_all.py.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from machine_lsp.core.selection import row_info
 from machine_lsp.core.store import Store, StoreError
 from machine_lsp.lsp.features import LanguageFeature
 from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
+from machine_lsp.lsp.fix_all import FIX_ALL_KIND, fix_all_action, resolve_fix_all
 from machine_lsp.lsp.positions import to_client_character
 
 if TYPE_CHECKING:
@@ -71,7 +72,8 @@ class CodeActionsFeature(LanguageFeature):
         @server.feature(
             types.TEXT_DOCUMENT_CODE_ACTION,
             types.CodeActionOptions(
-                code_action_kinds=[types.CodeActionKind.QuickFix, TAG_KIND], resolve_provider=True
+                code_action_kinds=[types.CodeActionKind.QuickFix, TAG_KIND, FIX_ALL_KIND],
+                resolve_provider=True,
             ),
         )
         def code_actions(params: types.CodeActionParams) -> list[types.CodeAction] | None:
@@ -93,6 +95,12 @@ class CodeActionsFeature(LanguageFeature):
         out: list[types.CodeAction] = []
         if _wanted(only, types.CodeActionKind.QuickFix):
             out.extend(self._quick_fixes(uri, rng, params.context.diagnostics))
+        # Asked for by kind (on save, "Source Action…"), or next to a line's own quick fix in the light bulb.
+        if (only and _wanted(only, FIX_ALL_KIND)) or (not only and out):
+            eager = not self._client_resolves_edits()
+            out.extend(
+                a for a in [fix_all_action(self.server, self.diagnostics, uri, eager=eager)] if a is not None
+            )
         if not _wanted(only, TAG_KIND):
             return out
         line0 = rng.start.line
@@ -225,6 +233,8 @@ class CodeActionsFeature(LanguageFeature):
 
     def resolve(self, action: types.CodeAction) -> types.CodeAction:
         data = action.data if isinstance(action.data, dict) else {}
+        if data.get("fix_all") is True:
+            return resolve_fix_all(self.server, self.diagnostics, action)
         uri, line0, code = data.get("uri"), data.get("line"), data.get("code")
         if not isinstance(uri, str) or not isinstance(line0, int):
             return action

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
-from lsprotocol import types
 
 from machine_lsp.lsp.arguments import optional_str, path_arg
+from machine_lsp.lsp.confirm import confirm_run
 from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
 from machine_lsp.lsp.features.jobs import Job, JobsFeature
 from machine_lsp.lsp.replies import CancelReply, JobDeclined, JobPlan, JobsListReply, JobSummary, RunEntry
@@ -35,7 +35,6 @@ JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
     "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),
 }
 CONTROL_KEYS = {"yes", "wait", "plan"}
-CONFIRM_WAIT_S = 600
 CANCEL_WAIT_S = 15
 
 
@@ -69,8 +68,8 @@ class JobCommandsFeature(LanguageFeature):
                     return await self._run(verb, title, job_args, args)
                 if plan.problem is not None:
                     raise CommandError(message=f"{title} not started: {plan.problem}")
-                if not await self._confirm(title, plan):
-                    return JobDeclined(status="declined", message=f"{title} not started")
+                if (refusal := await confirm_run(self.server, title, plan)) is not None:
+                    return JobDeclined(status="declined", message=refusal)
             return await self._run(verb, title, job_args, args)
 
         return run
@@ -153,20 +152,6 @@ class JobCommandsFeature(LanguageFeature):
         plan = await asyncio.get_running_loop().run_in_executor(None, plan_job, verb, project, job_args)
         plan.message = describe(plan) if plan.problem is None else f"{verb} cannot run: {plan.problem}"
         return plan
-
-    async def _confirm(self, title: str, plan: JobPlan) -> bool:
-        params = types.ShowMessageRequestParams(
-            type=types.MessageType.Warning,
-            message=f"machine: start the {title[0].lower() + title[1:]}? {plan.message}.",
-            actions=[types.MessageActionItem(title="Run"), types.MessageActionItem(title="Cancel")],
-        )
-        try:
-            answer = await asyncio.wait_for(
-                self.server.window_show_message_request_async(params), CONFIRM_WAIT_S
-            )
-        except (TimeoutError, Exception):
-            return False
-        return answer is not None and answer.title == "Run"
 
     def _remove_when_done(self, job: Job | None, path: Path) -> None:
         if job is None or job.ended is not None:

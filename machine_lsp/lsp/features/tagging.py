@@ -62,7 +62,11 @@ class TaggingFeature(LanguageFeature):
         from machine_lsp.core.store import Store
 
         store = Store.open(self.server.project_start(args.get("uri")))
-        rows = tagged_rows(store.records(), args.get("verdict"))
+        from machine_lsp.core.conflicts import standing
+        from machine_lsp.core.trained_in import trained_in
+
+        records = standing(store.records())
+        rows = tagged_rows(records, args.get("verdict"), trained_in(store.runs_dir, records))
         return TaggedReply(store=str(store.tagged_path), records=rows, warnings=list(store.warnings))
 
     async def data(self, args: dict[str, Any]) -> DataReply:

@@ -13,6 +13,7 @@ export interface MachineCommandReplies {
   "machine.eval.compare": CompareReply;
   "machine.eval.init": WroteReply;
   "machine.eval.probe": JobSummary | JobDeclined | JobPlan;
+  "machine.eval.split": EvalSetReply;
   "machine.jobs.cancel": CancelReply;
   "machine.jobs.list": JobsListReply;
   "machine.retag": TagEditReply;
@@ -142,6 +143,18 @@ export interface ChangedRow {
  */
 export interface WroteReply {
   written: string[];
+  message: string;
+}
+/**
+ * `machine.eval.split`: the eval set made from the store (scaffold/eval_set.py).
+ */
+export interface EvalSetReply {
+  path: string;
+  rows: number;
+  training: number;
+  by: string;
+  sessions: number;
+  config: string | null;
   message: string;
 }
 /**
@@ -390,6 +403,7 @@ export interface TaggedRecord {
   trace: boolean;
   created_at: string;
   prompt: string;
+  trained_in: string[];
 }
 /**
  * `machine.tinker.serve|status|stop`: the project's local Tinker server (SkyRL tx).

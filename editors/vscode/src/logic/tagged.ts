@@ -1,6 +1,6 @@
 /**
  * *Show Tagged Rows* as a table (src/taggedView.ts, media/tagged.js): one row per standing record with its prompt,
- * its answer (or rewrite), verdict, note, harness, when and where; what the search box matches; what the row
+ * its answer (or rewrite), verdict, note, harness, when, where and the runs that trained on it; what the search box matches; what the row
  * actions send (machine.untag, machine.retag). Pure: no `vscode` import.
  */
 import type { TaggedReply } from "../generated/replies";
@@ -19,6 +19,9 @@ export interface TaggedRow {
   /** "chats.jsonl:3" */
   where: string;
   uri: string;
+  /** The finished training runs whose data held the row ("run-a, run-b"); "not yet" for an untrained good row,
+   * "" for a bad one (bad rows never become training rows of their own). */
+  trainedIn: string;
   /** 1-based line of the source, when it has one. */
   line: number | null;
   /** Lower-case text the search box matches (every shown column). */
@@ -45,8 +48,9 @@ export function taggedRows(reply: TaggedReply, basename: (uri: string) => string
       where,
       uri: r.source.uri,
       line,
+      trainedIn: r.trained_in.length ? r.trained_in.join(", ") : r.verdict === "good" ? "not yet" : "",
     };
-    return { ...row, haystack: [row.verdict, row.prompt, row.answer, row.note, harness, when, where, r.id].join("\n").toLowerCase() };
+    return { ...row, haystack: [row.verdict, row.prompt, row.answer, row.note, harness, when, where, row.trainedIn, r.id].join("\n").toLowerCase() };
   });
 }
 

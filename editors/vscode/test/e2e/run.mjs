@@ -101,6 +101,7 @@ const rssTimer = setInterval(() => {
 }, 1000);
 
 let codeServer;
+let restrictedServer; // the second code-server, with workspace trust on (step 14)
 let browser;
 let tmp;
 let cleaningUp = false;
@@ -117,9 +118,10 @@ async function cleanup() {
   } catch {
     // already gone
   }
-  if (codeServer?.pid) {
+  for (const cs of [codeServer, restrictedServer]) {
+    if (!cs?.pid) continue;
     try {
-      process.kill(-codeServer.pid, "SIGTERM");
+      process.kill(-cs.pid, "SIGTERM");
     } catch {
       // already gone
     }
@@ -203,6 +205,9 @@ async function main() {
         "chat.disableAIFeatures": true,
         "security.workspace.trust.enabled": false,
         "editor.lightbulb.enabled": "on",
+        // Fix all on save (source.fixAll.machine); the default 750 ms budget is too short on 2 loaded shared cores
+        "editor.codeActionsOnSave": { "source.fixAll.machine": "explicit" },
+        "editor.codeActionsOnSaveTimeout": 10000,
         "window.restoreWindows": "none",
         "machine.python": PYTHON,
         "machine.data.train": "chats.jsonl",
@@ -336,6 +341,21 @@ async function main() {
     return /validate · done/.test(t) ? t : undefined;
   }, 20_000);
   check("Validate Current File ran as a job and reported its outcome", true, `${(await validated.innerText()).replace(/\s+/g, " ").slice(-60)} | ${validateBar.trim()}`);
+
+  // 1c. Fix all on save: editor.codeActionsOnSave runs the server's source.fixAll.machine, and the file saved has every
+  // mechanical fix (role case, trailing comma, and the blank line typed before saving).
+  const before = (await problems.getAttribute("aria-label")) ?? "";
+  await openFile("fixme.jsonl");
+  await poll("fixme.jsonl's findings in the status bar", async () => ((await problems.getAttribute("aria-label")) ?? "") !== before || undefined, 60_000, 250);
+  await page.keyboard.press("Control+End");
+  await page.keyboard.press("Enter");
+  await page.keyboard.press("Control+S");
+  const fixedRows = ['{"messages": [{"role": "user", "content": "What is 6+6?"}, {"role": "assistant", "content": "answer: 12"}]}', '{"messages": [{"role": "user", "content": "What is 7+7?"}, {"role": "assistant", "content": "answer: 14"}]}'];
+  const onDisk = await poll("the saved file with its fixes", () => {
+    const text = fs.readFileSync(path.join(ws, "fixme.jsonl"), "utf8");
+    return text === fixedRows.join("\n") + "\n" ? text : undefined;
+  }, 30_000, 250);
+  check("saving fixme.jsonl ran Fix all (source.fixAll.machine via editor.codeActionsOnSave): role, trailing comma, blank line", true, `${onDisk.length} bytes, ${onDisk.split("\n").length - 1} rows`);
 
   // 2. Tag as good from the light bulb (the server's code action).
   await openFile("chats.jsonl");
@@ -656,6 +676,77 @@ async function main() {
   const scaffoldTab = page.locator('.tabs-container .tab[aria-label*="train_sft.py"]').first();
   await scaffoldTab.waitFor({ timeout: 30_000 });
   check("Scaffold SFT Script wrote train_sft.py and opened it", fs.existsSync(path.join(ws, "train_sft.py")) && fs.existsSync(path.join(ws, "machine.toml")), (await scaffoldTab.getAttribute("aria-label")) ?? "");
+
+  // 13. Make Eval Set…: Baseline Eval without eval data offers it; it asks before replacing eval.jsonl, holds out
+  // tagged rows into it (whole sessions) and names it in machine.toml. 12 more rows tagged by the CLI first (the
+  // split needs 12 good rows); the venv's Python again (the job checks need the train extra), no eval setting.
+  const seedRows = Array.from({ length: 12 }, (_, i) => JSON.stringify({ messages: [{ role: "user", content: `What is ${i + 20} + ${i + 20}?` }, { role: "assistant", content: `answer: ${2 * (i + 20)}` }] }));
+  fs.writeFileSync(path.join(ws, "seed.jsonl"), seedRows.join("\n") + "\n");
+  execFileSync(PYTHON, ["-c", "import sys\nfrom machine_lsp.cli.main import main\nsys.exit(max(main(['good', '--from', f'seed.jsonl:{i}']) for i in range(1, 13)))"], { cwd: ws, env, stdio: "pipe", timeout: 180_000 });
+  fs.writeFileSync(path.join(ws, ".vscode", "settings.json"), JSON.stringify({ "machine.python": PYTHON, "machine.data.eval": "" }, null, 2));
+  await poll("the server run by the venv's python", () => serverPids().find((p) => cmdline(p)[0] === PYTHON), 60_000);
+  await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
+  await palette("Machine: Baseline Eval");
+  const noEval = toast(/no eval data/);
+  await noEval.waitFor({ timeout: 60_000 });
+  const noEvalText = (await noEval.innerText()).replace(/\s+/g, " ");
+  check("Baseline Eval without eval data says so with one label and offers Make Eval Set…", /Make Eval Set/.test(noEvalText) && !/machine: machine:/i.test(noEvalText) && /Machine: Baseline/.test(noEvalText), noEvalText.slice(0, 200));
+  await noEval.locator(".monaco-button", { hasText: "Make Eval Set" }).first().click();
+  const replaceAsk = page.locator(".monaco-dialog-box", { hasText: /Replace eval\.jsonl/ }).first();
+  await replaceAsk.waitFor({ timeout: 30_000 });
+  await replaceAsk.locator(".monaco-button", { hasText: /^Replace$/ }).first().click();
+  await page.locator('.tabs-container .tab[aria-label*="eval.jsonl"]').first().waitFor({ timeout: 30_000 });
+  // What the server said: a toast, or (once it hid) the notification centre.
+  const wroteRe = /wrote \d+ held-out rows to eval\.jsonl/;
+  let wrote = toast(wroteRe);
+  if (!(await wrote.waitFor({ timeout: 5000 }).then(() => true, () => false))) {
+    await palette("Notifications: Show Notifications");
+    wrote = page.locator(".notifications-center .notification-list-item", { hasText: wroteRe }).first();
+    await wrote.waitFor({ timeout: 20_000 });
+  }
+  const wroteText = (await wrote.innerText()).replace(/\s+/g, " ");
+  const heldOut = fs.readFileSync(path.join(ws, "eval.jsonl"), "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+  const toml = fs.readFileSync(path.join(ws, "machine.toml"), "utf8");
+  check("Make Eval Set… asked before replacing eval.jsonl, held out tagged rows into it, named it in machine.toml and opened it", heldOut.length === Number(/wrote (\d+)/.exec(wroteText)?.[1]) && heldOut.length >= 6 && heldOut.every((r) => typeof r.expected === "string" && r.messages.at(-1).role !== "assistant") && /^data = "eval\.jsonl"$/m.test(toml), `${wroteText.slice(0, 160)} | ${heldOut.length} rows`);
+
+  // 14. Restricted Mode: a second code-server with workspace trust on, an untrusted folder (no startup prompt: it
+  // opens restricted). Diagnostics of an open chat JSONL appear; a job command refuses and offers Manage Workspace Trust.
+  const untrusted = path.join(tmp, "untrusted");
+  const userData2 = path.join(tmp, "user-data-2");
+  for (const d of [untrusted, path.join(userData2, "User")]) fs.mkdirSync(d, { recursive: true });
+  fs.writeFileSync(path.join(untrusted, "stranger.jsonl"), fs.readFileSync(path.join(HERE, "fixture", "broken.jsonl")));
+  const settings2 = JSON.parse(fs.readFileSync(userSettings, "utf8"));
+  Object.assign(settings2, { "security.workspace.trust.enabled": true, "security.workspace.trust.startupPrompt": "never", "machine.python": PYTHON });
+  fs.writeFileSync(path.join(userData2, "User", "settings.json"), JSON.stringify(settings2, null, 2));
+  const port2 = await freePort();
+  const cfg2 = path.join(tmp, "code-server-2.yaml");
+  fs.writeFileSync(cfg2, `bind-addr: 127.0.0.1:${port2}\nauth: none\ncert: false\n`);
+  const csLog2 = fs.openSync(path.join(ARTIFACTS, "code-server-restricted.log"), "w");
+  restrictedServer = spawn(CODE_SERVER, ["--config", cfg2, "--user-data-dir", userData2, "--extensions-dir", extensions, "--disable-telemetry", "--disable-update-check", "--disable-getting-started-override"], { env, stdio: ["ignore", csLog2, csLog2], detached: true });
+  await poll("the second code-server to answer", async () => (await fetch(`http://127.0.0.1:${port2}/healthz`)).ok, 90_000, 500);
+  await page.goto(`http://127.0.0.1:${port2}/?folder=${encodeURIComponent(untrusted)}`, { timeout: 60_000 });
+  await page.locator(".monaco-workbench").waitFor({ timeout: 90_000 });
+  await page.locator(".statusbar-item", { hasText: "Restricted Mode" }).first().waitFor({ timeout: 60_000 });
+  await sleep(1500);
+  await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
+  await openFile("stranger.jsonl");
+  const restrictedLabel = await poll("an error count in the restricted window's status bar", async () => {
+    const l = (await problems.getAttribute("aria-label")) ?? "";
+    return /Errors: [1-9]/.test(l) ? l : undefined;
+  }, 120_000, 500);
+  check("Restricted Mode (untrusted folder): the server's diagnostics of an open chat JSONL appear", /Errors: 1\b/.test(restrictedLabel), restrictedLabel);
+  await palette("Machine: Smoke Run");
+  const refusedToast = toast(/off in Restricted Mode/);
+  await refusedToast.waitFor({ timeout: 30_000 });
+  const refusedText = (await refusedToast.innerText()).replace(/\s+/g, " ");
+  check("Restricted Mode: Smoke Run refuses and offers Manage Workspace Trust", /Smoke Run is off in Restricted Mode/.test(refusedText) && /Manage Workspace Trust/.test(refusedText), refusedText.slice(0, 200));
+  await shot("14-restricted");
+  await refusedToast.locator(".monaco-button", { hasText: "Manage Workspace Trust" }).first().click();
+  // VS Code 1.139 opens the Workspace Trust editor as a modal editor (no tab): its heading is the sign.
+  await page.getByText("You are in Restricted Mode").first().waitFor({ timeout: 20_000 });
+  check("Manage Workspace Trust opens the Workspace Trust editor", true, "“You are in Restricted Mode”");
+  const stray = fs.existsSync(path.join(untrusted, ".machine")) ? fs.readdirSync(path.join(untrusted, ".machine")) : [];
+  check("nothing was written in the untrusted folder", stray.length === 0 && !fs.existsSync(path.join(untrusted, ".machine", "runs")), stray.join(", ") || "no .machine");
 
   log(`all ${results.length} checks passed`);
 }

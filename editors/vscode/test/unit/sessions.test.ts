@@ -120,7 +120,7 @@ test("a turn whose prompt makes preference pairs says so (⇄ N pairs)", () => {
 test("a turn tagged through an identical turn of another log says where the tag was made", () => {
   const here = "file:///home/u/.claude/projects/-ws/a5ba.jsonl";
   const record = (id: string, uri: string, session: string | null): TaggedReply["records"][number] => ({
-    id, verdict: "good", note: "", answer: "It printed hi.", rewritten: false, trace: false, created_at: "2026-12-01T10:00:00Z", prompt: "Run echo hi",
+    id, verdict: "good", note: "", answer: "It printed hi.", rewritten: false, trace: false, created_at: "2026-12-01T10:00:00Z", prompt: "Run echo hi", trained_in: [],
     source: { kind: "session_log", uri, line: 9, session_id: session, harness: "claude-code" },
   });
   const reply: TaggedReply = { store: "/ws/.machine/tagged.jsonl", warnings: [], records: [record("r1", "file:///home/u/.codex/sessions/b7c.jsonl", "019a-b7c0-0000"), record("r2", here, "a5ba")] };
