@@ -1,7 +1,8 @@
 """Two real servers for the whole serve suite (model loads kept few):
 
-* `base_server`: `machine serve base --api-key …` in a fresh project (the key is checked on every request).
-* `trained_server`: `machine serve latest` in a project where an 8-step `machine train run` on the local engine
+* `base_server`: `machine serve base --api-key … --backend torch` in a fresh project (the key is checked on every
+  request; the torch backend, so both backends answer the API tests).
+* `trained_server`: `machine serve latest` (the llama.cpp backend, the default where it is installed) in a project where an 8-step `machine train run` on the local engine
   taught SmolLM2 one tool call and the `answer: N` form.
 """
 
@@ -36,7 +37,7 @@ def base_project(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) ->
 
 @pytest.fixture(scope="session")
 def base_server(base_project: Path) -> Iterator[ServeProcess]:
-    server = ServeProcess(base_project, "base", "--api-key", API_KEY)
+    server = ServeProcess(base_project, "base", "--api-key", API_KEY, "--backend", "torch")
     yield server
     server.stop()
 
