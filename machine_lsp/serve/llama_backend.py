@@ -4,8 +4,9 @@
   weights as a GGUF and opens it with `llama_cpp.Llama`. The tokenizer, the cookbook renderer and the stop tokens
   are the torch backend's (`render.load_tokenizer_and_renderer`): prompts are rendered by us and sent as TOKENS,
   so the chat format stays the one the model was trained on, and replies are parsed by the same protocol code.
-* `load_backend()` and `generator_for()` are the seam: the CLI loads with the backend asked for, server.py takes
-  the generator for what was loaded. `LlamaGenerator` is a `BatchGenerator` (same queue, counts and shutdown):
+* `load_backend()`, `warm()` and `generator_for()` are the seam: the CLI (and a hot swap, `swap`) loads with the
+  backend asked for, a swapped-in model is warmed by its own backend, server.py and `swap` take the generator for
+  what was loaded. `LlamaGenerator` is a `BatchGenerator` (same queue, counts and shutdown):
   `workers` threads, each owning one llama.cpp context over the same memory-mapped weights, take requests in
   arrival order. llama.cpp releases the GIL while it decodes, so the HTTP side keeps streaming.
 * Each context keeps its KV cache between requests: a prompt that starts like the previous one (an agent resending
@@ -104,17 +105,23 @@ def load(
         raise EngineError(
             "the llama.cpp backend needs llama-cpp-python: pip install '.[serve]' (or --backend torch)"
         )
-    from machine_lsp.engines import render
-
     gguf_path = gguf_export.ensure_model_gguf(checkpoint_dir, base_model, dtype=dtype, store_root=store_root)
-    tokenizer, renderer = render.load_tokenizer_and_renderer(base_model)
-    stop_ids = {int(t) for t in renderer.get_stop_sequences() if isinstance(t, int)}
-    if tokenizer.eos_token_id is not None:
-        stop_ids.add(int(tokenizer.eos_token_id))
     context = gguf_export.base_for(base_model).context_length
     model = LlamaModel(gguf_path, threads or default_threads(), context, workers=workers)
     # Open the first context now: a GGUF llama.cpp refuses is a load error (the CLI's one line), not a crash later.
     model.opened.append(model.open(max(1, model.threads // workers)))
+    return serving(model, base_model, str(checkpoint_dir) if checkpoint_dir is not None else None)
+
+
+def serving(model: LlamaModel, base_model: str, checkpoint: str | None = None) -> Loaded:
+    """`model` (any GGUF of `base_model`: ours, or an exported one) with the torch backend's tokenizer, renderer
+    and stop tokens: what `LlamaGenerator` serves."""
+    from machine_lsp.engines import render
+
+    tokenizer, renderer = render.load_tokenizer_and_renderer(base_model)
+    stop_ids = {int(t) for t in renderer.get_stop_sequences() if isinstance(t, int)}
+    if tokenizer.eos_token_id is not None:
+        stop_ids.add(int(tokenizer.eos_token_id))
     return Loaded(
         tokenizer=tokenizer,
         renderer=renderer,
@@ -123,7 +130,7 @@ def load(
         pad_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stop_ids)),
         context_length=model.context_length,
         base_model=base_model,
-        checkpoint=str(checkpoint_dir) if checkpoint_dir is not None else None,
+        checkpoint=checkpoint,
     )
 
 
@@ -149,6 +156,26 @@ def generator_for(loaded: Loaded, *, max_batch: int = 32) -> BatchGenerator:
     if isinstance(loaded.model, LlamaModel):
         return LlamaGenerator(loaded, workers=min(loaded.model.workers, max_batch))
     return BatchGenerator(loaded, max_batch=max_batch)
+
+
+def warm(loaded: Loaded) -> None:
+    """One forward pass before `loaded` takes requests (a swap's new checkpoint), by its own backend: a model that
+    loads but cannot run fails here, while the old one still serves."""
+    from machine_lsp.serve import generation
+
+    if not isinstance(loaded.model, LlamaModel):
+        generation.warm(loaded)
+        return
+    import numpy as np
+
+    llm = loaded.model.opened[-1]  # the context load() opened, which the generator takes first
+    try:
+        llm.eval([loaded.pad_id])
+        finite = bool(np.isfinite(last_logits(llm)).all())
+    finally:
+        llm.reset()
+    if not finite:
+        raise ValueError("the model's first forward pass gave non-finite logits")
 
 
 class LlamaGenerator(BatchGenerator):

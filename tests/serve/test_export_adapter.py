@@ -2,36 +2,32 @@
 
 peft -> transformers + peft (`PeftModel.from_pretrained` on the base directory, greedy `generate`); gguf-merged ->
 llama_cpp on the file alone; gguf-lora -> llama_cpp on the exported base GGUF with `lora_path`. The prompts are the
-held-out rows of examples/minimal-sft; the reference is the torch backend serving the same checkpoint.
+held-out rows of examples/minimal-sft; the reference is the torch backend serving the same checkpoint (conftest's
+`trained_torch`, shared with the backend test).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_helpers import decode_all, minimal_sft_prompts, token_prompts
+from llama_helpers import MAX_TOKENS, decode_all
 from serve_helpers import machine
 
-ROWS = 8
-TOKENS = 24
+ROWS = 8  # of the 24 the backend test compares: each consumer decodes them alone, one after another
 
 
 @pytest.fixture(scope="module")
-def reference(trained_project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The torch backend's greedy answers for the trained checkpoint, and the prompts."""
-    from machine_lsp.serve import generation, llama_backend
-    from machine_lsp.serve.checkpoints import resolve
-
-    machine_dir = trained_project / ".machine"
-    target = resolve("latest", machine_dir)
-    loaded = generation.load(target.directory, store_root=machine_dir)
-    prompts = token_prompts(minimal_sft_prompts(tmp_path_factory.mktemp("corpus")), loaded.renderer)[:ROWS]
-    answers = decode_all(llama_backend.generator_for(loaded), prompts, TOKENS)
-    return {"prompts": prompts, "answers": answers, "loaded": loaded, "target": target}
+def reference(trained_checkpoint: Path, eval_prompts: list[list[int]], trained_torch: dict) -> dict[str, Any]:
+    """The torch backend's greedy answers for the trained checkpoint (conftest), the first ROWS of them."""
+    return {
+        "prompts": eval_prompts[:ROWS],
+        "answers": trained_torch["answers"][:ROWS],
+        "stop_ids": trained_torch["stop_ids"],
+        "checkpoint": trained_checkpoint,
+    }
 
 
 def export(project: Path, fmt: str, out: Path) -> list[Path]:
@@ -41,11 +37,13 @@ def export(project: Path, fmt: str, out: Path) -> list[Path]:
 
 
 def llama_answers(reference: dict[str, Any], model: Path, lora: Path | None = None) -> list:
+    """The exported file(s) alone in llama_cpp (with `lora_path` for a LoRA GGUF), greedy."""
+    from machine_lsp.engines import smollm2
     from machine_lsp.serve import llama_backend
 
     gguf = llama_backend.LlamaModel(path=model, threads=1, context_length=2048, lora_path=lora)
-    loaded = dataclasses.replace(reference["loaded"], model=gguf)
-    return decode_all(llama_backend.generator_for(loaded), reference["prompts"], TOKENS)
+    loaded = llama_backend.serving(gguf, smollm2.MODEL_NAME)
+    return decode_all(llama_backend.generator_for(loaded), reference["prompts"], MAX_TOKENS)
 
 
 @pytest.mark.slow
@@ -64,14 +62,14 @@ def test_peft_export_loads_in_peft(
     ]
     base = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
     model = PeftModel.from_pretrained(base, str(tmp_path / "peft")).eval()
-    stop_ids = reference["loaded"].stop_ids
+    stop_ids = reference["stop_ids"]
     for prompt, (want, _) in zip(reference["prompts"], reference["answers"], strict=True):
         ids = torch.tensor([prompt])
         with torch.inference_mode():
             out = model.generate(
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
-                max_new_tokens=TOKENS,
+                max_new_tokens=MAX_TOKENS,
                 do_sample=False,
                 eos_token_id=sorted(stop_ids),
                 pad_token_id=2,
@@ -85,7 +83,7 @@ def test_gguf_merged_export_loads_in_llama_cpp(
     trained_project: Path, tmp_path: Path, reference: dict
 ) -> None:
     (merged,) = export(trained_project, "gguf-merged", tmp_path / "merged")
-    assert merged.name == f"{reference['target'].directory.name}.gguf"
+    assert merged.name == f"{reference['checkpoint'].name}.gguf"
     assert llama_answers(reference, merged) == reference["answers"]
 
 
@@ -96,9 +94,9 @@ def test_gguf_lora_export_loads_in_llama_cpp_with_lora_path(
     import gguf
 
     lora, base = export(trained_project, "gguf-lora", tmp_path / "lora")
-    assert (lora.name, base.name) == (f"{reference['target'].directory.name}.lora.gguf", "base-f32.gguf")
+    assert (lora.name, base.name) == (f"{reference['checkpoint'].name}.lora.gguf", "base-f32.gguf")
     fields = gguf.GGUFReader(str(lora)).fields
-    config = json.loads((reference["target"].directory / "adapter_config.json").read_text())
+    config = json.loads((reference["checkpoint"] / "adapter_config.json").read_text())
     assert fields["general.type"].contents() == "adapter"
     assert fields["adapter.lora.alpha"].contents() == config["lora_alpha"]
     assert llama_answers(reference, base, lora) == reference["answers"]

