@@ -72,6 +72,13 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         help="largest request body accepted; bigger ones get a 413 (default 8)",
     )
     serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
+    _add_model_options(serve)
+    serve.set_defaults(func=_serve)
+    _register_use(sub)
+
+
+def _add_model_options(serve: argparse.ArgumentParser) -> None:
+    """How `machine serve` loads and follows its model: backend, contexts, merging, following the store."""
     serve.add_argument(
         "--no-merge", action="store_true", help="keep the LoRA adapter unmerged (torch; slower)"
     )
@@ -89,8 +96,6 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     serve.add_argument(
         "--workers", type=int, default=1, metavar="N", help="llama.cpp contexts decoding at once (default 1)"
     )
-    serve.set_defaults(func=_serve)
-    _register_use(sub)
 
 
 def _register_use(sub: argparse._SubParsersAction) -> None:
