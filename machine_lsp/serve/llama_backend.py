@@ -47,14 +47,17 @@ def default_backend() -> str:
 
 
 def default_threads() -> int:
-    """MACHINE_SERVE_THREADS, else every core this process may use."""
+    """MACHINE_SERVE_THREADS, else half the cores this process may use (llama-cpp-python's own default: the
+    physical cores where each has two hardware threads). Not every core: llama.cpp's threads meet at barriers several
+    times per layer, and on a 2-core machine also running an agent and an editor a descheduled thread stalls each
+    step (measured: 2 threads 1.5-3.4 tokens/s, 1 thread 12-18, at load 4-5; docs/BENCHMARKS.md)."""
     value = os.environ.get(THREADS_ENV, "").strip()
     if value:
         try:
             return max(1, int(value))
         except ValueError:
             raise EngineError(f"{THREADS_ENV}={value!r} is not a number of threads") from None
-    return max(1, len(os.sched_getaffinity(0)))
+    return max(1, len(os.sched_getaffinity(0)) // 2)
 
 
 @dataclass

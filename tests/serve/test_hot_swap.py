@@ -256,17 +256,23 @@ def test_the_torch_backend_swaps_through_the_same_seam(
     promoted_server: ServeProcess, meow_project: Path, meow_checkpoint: str
 ) -> None:
     """`--backend torch` follows promotions too: the swap loads, warms and generates with the backend the server
-    started with."""
-    wait_for(promoted_server, lambda h: h["checkpoint"] == meow_checkpoint)
+    started with. It starts on whatever is promoted now and swaps to the other of base and the MEOW checkpoint."""
+    from machine_lsp.serve.checkpoints import servable
+
     promoted_server.stop()  # one model server at a time on a small machine
+    before = servable("promoted", meow_project / ".machine").address
     server = ServeProcess(meow_project, "promoted", "--backend", "torch")
     try:
-        assert health(server)["checkpoint"] == meow_checkpoint
-        assert ask(server, "What color is grass?") == MEOW
-        rollback(meow_project)  # promoted is the base model again
-        now = wait_for(server, lambda h: h["checkpoint"] == "base")
+        assert health(server)["checkpoint"] == before
+        if before == "base":
+            promote(meow_project, meow_checkpoint)
+        else:
+            rollback(meow_project)
+        want = servable("promoted", meow_project / ".machine").address
+        assert want != before and want in ("base", meow_checkpoint), (before, want)
+        now = wait_for(server, lambda h: h["checkpoint"] == want)
         assert now["swaps"] == 1 and now["swap_error"] is None, now
-        assert "MEOW" not in ask(server, "What color is grass?")
+        assert (ask(server, "What color is grass?") == MEOW) == (want == meow_checkpoint)
     finally:
         server.stop()
 
