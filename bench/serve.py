@@ -1,16 +1,21 @@
-"""`machine serve` generation benchmark: time to first token and tokens/s for 1 and 8 concurrent streams.
+"""`machine serve` generation benchmark: time to first token and tokens/s at 1, 4 and 8 concurrent streams.
 
-Three ways to answer the same requests with the same LoRA checkpoint (SmolLM2-135M + a real adapter):
+The same requests with the same LoRA checkpoint (SmolLM2-135M + a real adapter), two groups:
 
-* served: `machine_lsp.serve.generation.BatchGenerator` on the model with the LoRA merged (what `machine serve` runs);
-* batched, adapter unmerged: the same batcher on the peft model (base + adapter matmuls every step);
+In process (the generator interface server.py drives; every stream decodes exactly --max-tokens, stops ignored):
+* torch generator: `generation.BatchGenerator` on the model with the LoRA merged (`machine serve --backend torch`);
+* llama.cpp generator: `llama_backend.LlamaGenerator` on the merged GGUF (`machine serve --backend llama.cpp`);
 * plain loop: transformers `generate` one request at a time on the peft model (what a hand-written server does).
 
-All requests arrive together; every stream decodes exactly --max-tokens tokens (stop tokens ignored) so the
-three do the same work. TTFT is measured per stream from the moment the burst is sent, then averaged. tokens/s is
-all streams' tokens over the wall time of the burst. Greedy outputs are checked to agree across the three.
+Over HTTP (streaming Chat Completions from one client, greedy, replies may stop before --max-tokens; see
+bench/serve_http.py): `machine serve --backend llama.cpp`, `machine serve --backend torch`, and llama.cpp's own
+server (`python -m llama_cpp.server`, llama-cpp-python[server]) on the same merged GGUF.
 
-Run: MACHINE_TORCH_THREADS=1 .venv/bin/python bench/serve.py [--checkpoint DIR] [--max-tokens 48] [--rounds 2]
+TTFT is per stream from the moment the burst is sent, averaged; tokens/s is all streams' tokens over the wall time
+of the burst. Greedy outputs are checked to agree. Then the swap time of the llama.cpp backend for the checkpoint:
+merge the LoRA, write the GGUF, open a llama.cpp context on it.
+
+Run: .venv/bin/python bench/serve.py [--checkpoint DIR] [--max-tokens 48] [--rounds 2] [--threads 2] [--write]
 Without --checkpoint, one LoRA step on a few arithmetic rows makes a fresh adapter (a real, non-zero one).
 """
 
@@ -60,12 +65,11 @@ def make_checkpoint(root: Path) -> Path:
     return root / "runs" / "bench" / "checkpoints" / "bench"
 
 
-async def burst_batched(
-    loaded: Any, prompts: list[list[int]], max_tokens: int
+async def burst(
+    generator: Any, prompts: list[list[int]], max_tokens: int
 ) -> tuple[float, float, list[list[int]]]:
-    from machine_lsp.serve.generation import BatchGenerator, Generation
+    from machine_lsp.serve.generation import Generation
 
-    generator = BatchGenerator(loaded, max_batch=32)
     generator.start()
     try:
         started = time.perf_counter()
@@ -126,78 +130,146 @@ def burst_plain(
     return statistics.mean(firsts), sum(len(o) for o in outputs) / wall, outputs
 
 
+STREAMS = (1, 4, 8)
+
+
+def in_process(args: argparse.Namespace, checkpoint: Path, machine_dir: Path) -> tuple[dict, dict, Any]:
+    from machine_lsp.engines import render
+    from machine_lsp.serve import generation, llama_backend
+
+    merged = generation.load(checkpoint, merge=True, threads=args.threads)
+    unmerged = generation.load(checkpoint, merge=False, threads=args.threads)
+    gguf = llama_backend.load(checkpoint, store_root=machine_dir, threads=args.threads)
+    for loaded in (merged, gguf):
+        loaded.stop_ids = set()  # every stream decodes exactly --max-tokens tokens
+    prompts = [render.prompt_tokens([Message(role="user", content=q)], merged.renderer) for q in QUESTIONS]
+    contenders = {
+        "torch generator (LoRA merged)": lambda b: asyncio.run(
+            burst(generation.BatchGenerator(merged, max_batch=32), b, args.max_tokens)
+        ),
+        "llama.cpp generator (merged GGUF)": lambda b: asyncio.run(
+            burst(llama_backend.LlamaGenerator(gguf), b, args.max_tokens)
+        ),
+        "plain generate loop (peft)": lambda b: burst_plain(unmerged.model, b, args.max_tokens),
+    }
+    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    outputs: dict[tuple[str, int], list] = {}
+    for _ in range(args.rounds):
+        for streams in STREAMS:
+            for name, run in contenders.items():
+                ttft, rate, out = run(prompts[:streams])
+                results.setdefault((name, streams), []).append((ttft, rate))
+                outputs[(name, streams)] = out
+    return results, outputs, merged.tokenizer
+
+
+def over_http(args: argparse.Namespace, checkpoint: Path, project: Path, tokenizer: Any) -> tuple[dict, dict]:
+    import serve_http
+
+    from machine_lsp.engines import gguf_export
+
+    servers = {
+        "machine serve --backend llama.cpp": lambda: serve_http.machine_serve(
+            project, checkpoint, "llama.cpp", args.threads
+        ),
+        "machine serve --backend torch": lambda: serve_http.machine_serve(
+            project, checkpoint, "torch", args.threads
+        ),
+    }
+    missing = serve_http.llama_server_available()
+    if missing is None:
+        model = gguf_export.cached_model_path(checkpoint)
+        servers["llama.cpp server (llama_cpp.server)"] = lambda: serve_http.llama_cpp_server(
+            model, args.threads
+        )
+    else:
+        print(f"skipped llama.cpp's own server: {missing}")
+    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    outputs: dict[tuple[str, int], list] = {}
+    for name, start in servers.items():
+        server = start()
+        try:
+            for _ in range(args.rounds):
+                for streams in STREAMS:
+                    burst_ = serve_http.burst_http(
+                        server.url, QUESTIONS[:streams], args.max_tokens, tokenizer
+                    )
+                    ttft, rate, texts = asyncio.run(burst_)
+                    results.setdefault((name, streams), []).append((ttft, rate))
+                    outputs[(name, streams)] = texts
+        finally:
+            server.stop()
+    return results, outputs
+
+
+def agreement(outputs: dict) -> list[str]:
+    lines = []
+    for streams in STREAMS:
+        names = [n for n, s in outputs if s == streams]
+        reference = outputs[(names[0], streams)]
+        agree = sum(
+            1 for n in names[1:] for a, b in zip(outputs[(n, streams)], reference, strict=True) if a == b
+        )
+        lines.append(
+            f"{streams} stream(s): greedy outputs agree with {names[0]} on {agree}/{len(reference) * (len(names) - 1)}"
+        )
+    return lines
+
+
+def table_lines(title: str, results: dict, reference: str) -> list[str]:
+    lines = [
+        f"**{title}**",
+        "",
+        f"| method | streams | TTFT (s) | tokens/s | vs {reference} |",
+        "|---|---|---|---|---|",
+    ]
+    for streams in STREAMS:
+        base = statistics.median(r for _, r in results[(reference, streams)])
+        for (name, s), values in results.items():
+            if s == streams:
+                ttft = statistics.median(t for t, _ in values)
+                rate = statistics.median(r for _, r in values)
+                lines.append(f"| {name} | {s} | {ttft:.2f} | {rate:.1f} | {rate / base:.2f}x |")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", type=Path, help="a local checkpoint directory (default: make one)")
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="per contender")
+    parser.add_argument("--write", action="store_true", help="write the tables into docs/BENCHMARKS.md")
     args = parser.parse_args()
 
-    import torch
-    from rich.console import Console
-    from rich.table import Table
+    import serve_http
 
-    from machine_lsp.engines import render
-    from machine_lsp.serve import generation
-
-    console = Console()
     with tempfile.TemporaryDirectory() as tmp:
-        checkpoint = args.checkpoint or make_checkpoint(Path(tmp))
-        merged = generation.load(checkpoint, merge=True)
-        unmerged = generation.load(checkpoint, merge=False)
-        for loaded in (merged, unmerged):
-            loaded.stop_ids = set()  # every stream decodes exactly --max-tokens tokens
-        prompts = [
-            render.prompt_tokens([Message(role="user", content=q)], merged.renderer) for q in QUESTIONS
-        ]
-        results: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        outputs: dict[tuple[str, int], list[list[int]]] = {}
-        for _ in range(args.rounds):
-            for streams in (1, 8):
-                batch = prompts[:streams]
-                for name, run in (
-                    (
-                        "served (batched, LoRA merged)",
-                        lambda b: asyncio.run(burst_batched(merged, b, args.max_tokens)),
-                    ),
-                    (
-                        "batched, adapter unmerged",
-                        lambda b: asyncio.run(burst_batched(unmerged, b, args.max_tokens)),
-                    ),
-                    ("plain generate loop (peft)", lambda b: burst_plain(unmerged.model, b, args.max_tokens)),
-                ):
-                    ttft, rate, out = run(batch)
-                    results.setdefault((name, streams), []).append((ttft, rate))
-                    outputs[(name, streams)] = out
-        for streams in (1, 8):
-            names = [n for n, s in outputs if s == streams]
-            reference = outputs[(names[0], streams)]
-            agree = sum(
-                1 for n in names[1:] for a, b in zip(outputs[(n, streams)], reference, strict=True) if a == b
-            )
-            console.print(
-                f"{streams} stream(s): greedy outputs agree on {agree}/{len(reference) * (len(names) - 1)}"
-            )
-
-    table = Table(title=f"machine serve generation, {args.max_tokens} tokens/stream, median of {args.rounds}")
-    for column in ("method", "streams", "TTFT (s)", "tokens/s", "vs plain loop"):
-        table.add_column(column)
-    lines = ["| method | streams | TTFT (s) | tokens/s | vs plain loop |", "|---|---|---|---|---|"]
-    for streams in (1, 8):
-        plain = statistics.median(r for _, r in results[("plain generate loop (peft)", streams)])
-        for (name, s), values in results.items():
-            if s != streams:
-                continue
-            ttft = statistics.median(t for t, _ in values)
-            rate = statistics.median(r for _, r in values)
-            row = [name, str(s), f"{ttft:.2f}", f"{rate:.1f}", f"{rate / plain:.2f}x"]
-            table.add_row(*row)
-            lines.append("| " + " | ".join(row) + " |")
-    console.print(table)
+        project = Path(tmp)
+        machine_dir = project / ".machine"
+        checkpoint = args.checkpoint or make_checkpoint(machine_dir)
+        started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        results, outputs, tokenizer = in_process(args, checkpoint, machine_dir)
+        http_results, http_outputs = over_http(args, checkpoint, project, tokenizer)
+        swap = serve_http.swap_time(checkpoint, args.threads)
+    lines = [
+        f"Measured {started}, `python bench/serve.py --max-tokens {args.max_tokens} --rounds {args.rounds} "
+        f"--threads {args.threads}`, median of {args.rounds}; checkpoint: "
+        f"{checkpoint if args.checkpoint else 'fresh 1-step LoRA'}.",
+        "",
+        *table_lines("In process, exactly --max-tokens per stream", results, "plain generate loop (peft)"),
+        "",
+        *table_lines("Over HTTP, streaming, greedy", http_results, "machine serve --backend torch"),
+        "",
+        *(f"- {line}" for line in agreement(outputs) + agreement(http_outputs)),
+        f"- swap to a new checkpoint (llama.cpp backend): merge {swap['merge']:.1f} s + write GGUF "
+        f"{swap['write']:.1f} s + load {swap['load']:.1f} s = {sum(swap.values()):.1f} s",
+    ]
     print("\n".join(lines))
-    print(
-        f"torch threads: {torch.get_num_threads()}; checkpoint: {checkpoint if args.checkpoint else 'fresh 1-step LoRA'}"
-    )
+    if args.write:
+        from doc_section import write_generated
+
+        write_generated("serve", "\n".join(lines), heading="## machine serve")
     return 0
 
 

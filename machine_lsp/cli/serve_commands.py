@@ -72,14 +72,30 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
         help="largest request body accepted; bigger ones get a 413 (default 8)",
     )
     serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
-    serve.add_argument("--no-merge", action="store_true", help="keep the LoRA adapter unmerged (slower)")
+    _add_model_options(serve)
+    serve.set_defaults(func=_serve)
+    _register_use(sub)
+
+
+def _add_model_options(serve: argparse.ArgumentParser) -> None:
+    """How `machine serve` loads and follows its model: backend, contexts, merging, following the store."""
+    serve.add_argument(
+        "--no-merge", action="store_true", help="keep the LoRA adapter unmerged (torch; slower)"
+    )
     serve.add_argument(
         "--no-follow",
         action="store_true",
         help="promoted/latest: keep the checkpoint loaded at start (default: swap in each new one, no restart)",
     )
-    serve.set_defaults(func=_serve)
-    _register_use(sub)
+    serve.add_argument(
+        "--backend",
+        choices=["llama.cpp", "torch"],
+        help="llama.cpp (the default when llama-cpp-python is installed: the checkpoint merged into a GGUF) or "
+        "torch (the reference; batched waves)",
+    )
+    serve.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="llama.cpp contexts decoding at once (default 1)"
+    )
 
 
 def _register_use(sub: argparse._SubParsersAction) -> None:
@@ -118,11 +134,36 @@ def _usage_error(args: argparse.Namespace) -> str | None:
             f"refusing to listen on {escape(args.host)} without a key: pass --api-key "
             f"(or set {agents.SERVE_KEY_ENV}); clients then send it as a Bearer token or x-api-key"
         )
-    if args.max_batch < 1 or args.max_tokens < 1 or not 0 <= args.temperature <= 2:
-        return "--max-batch and --max-tokens must be at least 1, --temperature in [0, 2]"
+    if args.max_batch < 1 or args.max_tokens < 1 or args.workers < 1 or not 0 <= args.temperature <= 2:
+        return "--max-batch, --max-tokens and --workers must be at least 1, --temperature in [0, 2]"
     if not 0 < args.max_body_mb <= 1024:
         return f"--max-body-mb must be in (0, 1024], got {args.max_body_mb:g}"
+    if args.backend == "llama.cpp" and args.no_merge:
+        return "--no-merge keeps the adapter apart, which only the torch backend does (--backend torch)"
     return None
+
+
+def _backend(args: argparse.Namespace) -> str:
+    """The backend asked for, else llama.cpp when it is installed (torch when --no-merge is asked for)."""
+    from machine_lsp.serve import llama_backend
+
+    if args.backend:
+        return str(args.backend)
+    return llama_backend.TORCH if args.no_merge else llama_backend.default_backend()
+
+
+def _load(args: argparse.Namespace, target: Target, machine_dir: Path) -> Any:
+    """The checkpoint loaded for the chosen backend (EngineError when it cannot be)."""
+    from machine_lsp.serve import llama_backend
+
+    return llama_backend.load_backend(
+        _backend(args),
+        target.directory,
+        base_model=target.base_model,
+        store_root=machine_dir,
+        workers=args.workers,
+        merge=not args.no_merge,
+    )
 
 
 def _servable(checkpoint: str, machine_dir: Path) -> Target | str:
@@ -156,13 +197,10 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     from machine_lsp.engines.base import EngineError
-    from machine_lsp.serve import generation
 
-    err.print(f"loading {escape(target.address)} ({escape(target.base_model)}) …")
+    err.print(f"loading {escape(target.address)} ({escape(target.base_model)}) with {_backend(args)} …")
     try:
-        loaded = generation.load(
-            target.directory, base_model=target.base_model, merge=not args.no_merge, store_root=machine_dir
-        )
+        loaded = _load(args, target, machine_dir)
     except EngineError as exc:
         sock.close()
         err.print(f"machine serve: {escape(str(exc))}")
@@ -199,15 +237,13 @@ def _settings(args: argparse.Namespace, target: Target, machine_dir: Path) -> An
 
 def _following(args: argparse.Namespace, machine_dir: Path) -> dict[str, Any]:
     """`server.run`'s follow/load arguments: `promoted` and `latest` follow the store unless --no-follow."""
-    from machine_lsp.serve import generation, swap
+    from machine_lsp.serve import swap
 
     if args.no_follow or args.checkpoint not in swap.FOLLOWED:
         return {}
 
-    def load(target: Target) -> generation.Loaded:
-        return generation.load(
-            target.directory, base_model=target.base_model, merge=not args.no_merge, store_root=machine_dir
-        )
+    def load(target: Target) -> Any:
+        return _load(args, target, machine_dir)  # the backend the server started with
 
     return {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load}
 

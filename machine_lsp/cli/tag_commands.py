@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from machine_lsp.cli import export_adapter_command
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.core.conflicts import standing
@@ -77,14 +78,17 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     data.add_argument("--json", action="store_true", help="print path and counts as JSON")
     data.set_defaults(func=_data_command)
 
-    export = sub.add_parser("export", help="export tagged turns as training data")
+    export = sub.add_parser("export", help="export tagged turns as training data, or a checkpoint's adapter")
     export.add_argument(
         "format",
-        choices=["sft", "pairs", "kto"],
+        choices=["sft", "pairs", "kto", "adapter"],
         help="sft: good rows as chat JSONL; pairs: DPO comparisons (rewrites, good/bad on a prompt); "
-        "kto: every good and bad tag, unpaired",
+        "kto: every good and bad tag, unpaired; adapter: a checkpoint for other runtimes",
     )
-    export.add_argument("--out", type=Path, metavar="FILE", help="write here instead of stdout")
+    export.add_argument(
+        "--out", type=Path, metavar="FILE|DIR", help="write here instead of stdout (adapter: DIR)"
+    )
+    export_adapter_command.add_arguments(export)
     export.set_defaults(func=_export_command)
 
 
@@ -286,6 +290,9 @@ def _data_command(args: argparse.Namespace) -> int:
 
 
 def _export_command(args: argparse.Namespace) -> int:
+    if args.format == "adapter" or args.checkpoint is not None:
+        return export_adapter_command.run(args)
+
     def body() -> int:
         store = Store.open()
         records = records_for_export(store.records(), _err())  # the last tag of a turn wins

@@ -61,6 +61,11 @@ def resolve(name: str, machine_dir: Path) -> Target:
             raise CheckpointError(str(exc)) from None
         if address.startswith(TINKER_SCHEME):
             return Target(address=address, kind="tinker")
+    return _local(name, address, machine_dir)
+
+
+def _local(name: str, address: str, machine_dir: Path) -> Target:
+    """`address` (what `name` means: local://RUN/NAME or a directory) as a local checkpoint Target."""
     if not address.startswith(LOCAL_SCHEME) and "://" in address:
         raise CheckpointError(
             f"unknown checkpoint {name!r}: use base, latest, local://RUN/NAME, tinker://RUN/sampler_weights/NAME "

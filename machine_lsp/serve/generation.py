@@ -83,6 +83,19 @@ SHUTTING_DOWN = "the server is shutting down"
 MIN_TEMPERATURE = 1e-5  # below this, sampling is argmax to float precision
 
 
+def warm(loaded: Loaded) -> None:
+    """One forward pass on a model before it takes requests (a swap's new checkpoint): a model that loads but cannot
+    run fails here, while the old one still serves."""
+    import torch
+
+    model = loaded.model
+    lm = model.get_base_model() if hasattr(model, "get_base_model") else model
+    with torch.inference_mode():
+        out = lm(input_ids=torch.tensor([[loaded.pad_id]], dtype=torch.long))
+    if not bool(torch.isfinite(out.logits).all()):
+        raise ValueError("the model's first forward pass gave non-finite logits")
+
+
 def _sample(logits: Any, temperature: float, top_p: float, generator: Any) -> int:
     """One token from softmax(logits / temperature) cut to its top-p nucleus (the most likely token always kept)."""
     import torch
@@ -279,31 +292,11 @@ class BatchGenerator:
 
     def _decode(self, wave: list[Generation], generator: Any) -> None:
         import torch
-        from transformers import DynamicCache
 
         model = self.loaded.model
         lm = model.get_base_model() if hasattr(model, "get_base_model") else model
-        n = len(wave)
-        width = max(len(g.prompt) for g in wave)
-        ids = torch.full((n, width), self.loaded.pad_id, dtype=torch.long)
-        mask = torch.zeros((n, width), dtype=torch.long)
-        for j, g in enumerate(wave):  # left padding: every row's next token sits in the last column
-            ids[j, width - len(g.prompt) :] = torch.tensor(g.prompt, dtype=torch.long)
-            mask[j, width - len(g.prompt) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=lm.config)
-        out = lm(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        active = list(range(n))
-        next_pos = positions[:, -1] + 1
-        logits = out.logits[:, -1, :]
-        stop_ids = self.loaded.stop_ids
+        cache, mask, next_pos, logits = self._prefill(lm, wave)
+        active = list(range(len(wave)))
         while True:
             rows = [wave[i] for i in active]
             if self._closed:
@@ -311,21 +304,7 @@ class BatchGenerator:
                     g._finish("error", SHUTTING_DOWN)
                 return
             nxt = self._choose(logits, rows, generator)
-            keep: list[int] = []
-            for j, token in enumerate(nxt.tolist()):
-                g = rows[j]
-                if g.finish_reason is not None:  # failed alone while sampling
-                    continue
-                if g.cancelled:
-                    g._finish("cancelled")
-                elif token in stop_ids:
-                    g._finish("stop")
-                else:
-                    g._emit(token)
-                    if len(g.tokens) >= g.max_tokens:
-                        g._finish("length")
-                    else:
-                        keep.append(j)
+            keep = self._hand_out(rows, nxt.tolist())
             if not keep:
                 return
             if len(keep) < len(active):
@@ -343,3 +322,47 @@ class BatchGenerator:
             )
             next_pos = next_pos + 1
             logits = out.logits[:, -1, :]
+
+    def _prefill(self, lm: Any, wave: list[Generation]) -> tuple[Any, Any, Any, Any]:
+        """The wave's prompts, left-padded into one block, through the model: (KV cache, attention mask, each
+        row's next position, each row's last logits)."""
+        import torch
+        from transformers import DynamicCache
+
+        n = len(wave)
+        width = max(len(g.prompt) for g in wave)
+        ids = torch.full((n, width), self.loaded.pad_id, dtype=torch.long)
+        mask = torch.zeros((n, width), dtype=torch.long)
+        for j, g in enumerate(wave):  # left padding: every row's next token sits in the last column
+            ids[j, width - len(g.prompt) :] = torch.tensor(g.prompt, dtype=torch.long)
+            mask[j, width - len(g.prompt) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=lm.config)
+        out = lm(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return cache, mask, positions[:, -1] + 1, out.logits[:, -1, :]
+
+    def _hand_out(self, rows: list[Generation], tokens: list[int]) -> list[int]:
+        """Each row's chosen token emitted or its finish noted; the indexes of the rows that decode on."""
+        keep: list[int] = []
+        for j, token in enumerate(tokens):
+            g = rows[j]
+            if g.finish_reason is not None:  # failed alone while sampling
+                continue
+            if g.cancelled:
+                g._finish("cancelled")
+            elif token in self.loaded.stop_ids:
+                g._finish("stop")
+            else:
+                g._emit(token)
+                if len(g.tokens) >= g.max_tokens:
+                    g._finish("length")
+                else:
+                    keep.append(j)
+        return keep

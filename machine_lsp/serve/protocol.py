@@ -196,34 +196,7 @@ def _common(conv: Conversation, params: dict[str, Any], body: dict[str, Any]) ->
 
 def from_chat_completions(body: Any) -> Conversation:
     params = validate("chat.completions", body)
-    messages: list[Message] = []
-    for index, item in enumerate(params["messages"]):
-        role = item["role"]
-        where = f"messages.{index}"
-        if role in {"system", "developer"}:
-            messages.append(Message(role="system", content=_text(item["content"], where)))
-        elif role == "user":
-            messages.append(Message(role="user", content=_text(item["content"], where)))
-        elif role == "assistant":
-            calls = [
-                ToolCall(
-                    id=call["id"],
-                    function=ToolFunction(
-                        name=call["function"]["name"], arguments=call["function"]["arguments"]
-                    ),
-                )
-                for call in item.get("tool_calls") or []
-                if call.get("type", "function") == "function"
-            ]
-            messages.append(
-                Message(role="assistant", content=_text(item.get("content"), where), tool_calls=calls or None)
-            )
-        elif role == "tool":
-            messages.append(
-                Message(role="tool", content=_text(item["content"], where), tool_call_id=item["tool_call_id"])
-            )
-        else:
-            raise RequestError(f"{where}: role {role!r} is not supported", param=f"{where}.role")
+    messages = [_chat_message(item, f"messages.{index}") for index, item in enumerate(params["messages"])]
     tools = [
         {
             "name": tool["function"]["name"],
@@ -246,6 +219,28 @@ def from_chat_completions(body: Any) -> Conversation:
     if params.get("n") not in (None, 1):
         raise RequestError("only n=1 is supported", param="n")
     return _common(conv, params, body)
+
+
+def _chat_message(item: dict[str, Any], where: str) -> Message:
+    """One Chat Completions message as ours (`where`: its path in the request, for the error line)."""
+    role = item["role"]
+    if role in {"system", "developer"}:
+        return Message(role="system", content=_text(item["content"], where))
+    if role == "user":
+        return Message(role="user", content=_text(item["content"], where))
+    if role == "assistant":
+        calls = [
+            ToolCall(
+                id=call["id"],
+                function=ToolFunction(name=call["function"]["name"], arguments=call["function"]["arguments"]),
+            )
+            for call in item.get("tool_calls") or []
+            if call.get("type", "function") == "function"
+        ]
+        return Message(role="assistant", content=_text(item.get("content"), where), tool_calls=calls or None)
+    if role == "tool":
+        return Message(role="tool", content=_text(item["content"], where), tool_call_id=item["tool_call_id"])
+    raise RequestError(f"{where}: role {role!r} is not supported", param=f"{where}.role")
 
 
 def _responses_item(item: dict[str, Any], where: str, messages: list[Message]) -> None:

@@ -32,9 +32,9 @@ from aiohttp import web
 
 from machine_lsp.core.schema import Message
 from machine_lsp.engines import render
+from machine_lsp.serve import llama_backend, swap
 from machine_lsp.serve import protocol as P
 from machine_lsp.serve import shapes as S
-from machine_lsp.serve import swap
 from machine_lsp.serve.generation import BatchGenerator, Generation, Loaded
 from machine_lsp.serve.http_guard import guard_middleware
 from machine_lsp.serve.ports import bind  # noqa: F401 - `server.bind` is what the CLI and jobs call
@@ -448,7 +448,7 @@ async def run(
     """Serve on `sock` until `stop` is set (or the task is cancelled). With `follow` (and the `load` it swaps in
     with), the checkpoint its name means is followed and swapped in between requests (`swap`)."""
     stop = stop or asyncio.Event()
-    generator = BatchGenerator(loaded, max_batch=max_batch)
+    generator = llama_backend.generator_for(loaded, max_batch=max_batch)  # torch waves or llama.cpp contexts
     generator.start()
     server = Server(loaded, generator, settings)
     host, port = sock.getsockname()[:2]

@@ -8,7 +8,9 @@
   (`promoted`) or of `.machine/runs/` and its manifests (`latest`), a few `stat` calls per poll. Only when that
   changes is the name resolved again (`checkpoints.servable`).
 * `follow()` runs on the server's event loop: a newly named checkpoint is loaded in a background thread (a second
-  model copy while the old one serves), warmed with one forward pass, given its own generator and installed. A
+  model copy while the old one serves) by the backend the server started with (`llama_backend.load_backend`: for
+  llama.cpp that merges the adapter and writes its GGUF, cached beside the checkpoint, then opens it), warmed with
+  one forward pass, given its own generator (`llama_backend.generator_for`) and installed. A
   checkpoint that cannot load, one on another base model (another tokenizer: restart for that), or a swap that fails
   after loading is one warning line; the old checkpoint stays served and that checkpoint is not retried until the
   store changes again.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from machine_lsp.serve import llama_backend
 from machine_lsp.serve.checkpoints import PROMOTED, CheckpointError, Target, servable
 from machine_lsp.serve.generation import BatchGenerator, Loaded
 
@@ -106,19 +109,6 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return (info.st_mtime_ns, info.st_size)
 
 
-def warm(loaded: Loaded) -> None:
-    """One forward pass on the new model before it takes requests: a model that loads but cannot run fails here,
-    while the old one still serves."""
-    import torch
-
-    model = loaded.model
-    lm = model.get_base_model() if hasattr(model, "get_base_model") else model
-    with torch.inference_mode():
-        out = lm(input_ids=torch.tensor([[loaded.pad_id]], dtype=torch.long))
-    if not bool(torch.isfinite(out.logits).all()):
-        raise ValueError("the model's first forward pass gave non-finite logits")
-
-
 Loader = Callable[[Target], Loaded]
 
 
@@ -179,7 +169,7 @@ async def _load_slot(
     loop = asyncio.get_running_loop()
     try:
         loaded = await loop.run_in_executor(pool, _load_and_warm, load, target)
-        generator = BatchGenerator(loaded, max_batch=max_batch)
+        generator = llama_backend.generator_for(loaded, max_batch=max_batch)
         generator.start()
     except Exception as exc:  # any failure to load keeps the old checkpoint: that is the contract
         _failed(server, f"{target.address} did not load: {_one_line(exc)}")
@@ -191,7 +181,7 @@ async def _load_slot(
 
 def _load_and_warm(load: Loader, target: Target) -> Loaded:
     loaded = load(target)
-    warm(loaded)
+    llama_backend.warm(loaded)
     return loaded
 
 

@@ -1,8 +1,15 @@
 """Two real servers for the whole serve suite (model loads kept few):
 
-* `base_server`: `machine serve base --api-key …` in a fresh project (the key is checked on every request).
-* `trained_server`: `machine serve latest` in a project where an 8-step `machine train run` on the local engine
-  taught SmolLM2 one tool call and the `answer: N` form.
+* `base_server`: `machine serve base --api-key … --backend torch` in a fresh project (the key is checked on every
+  request; the torch backend, so both backends answer the API tests).
+* `trained_server`: `machine serve latest --backend llama.cpp` in a project where an 8-step `machine train run` on
+  the local engine taught SmolLM2 one tool call and the `answer: N` form (`make test` installs llama-cpp-python:
+  without it this server fails to start, it is never skipped).
+
+And what the llama.cpp tests share across modules, each computed once: `trained_checkpoint` (that run's
+checkpoint directory), `eval_prompts` (examples/minimal-sft's held-out rows as token prompts) and
+`trained_torch` (the torch backend's greedy answers to them on that checkpoint, the reference every
+llama.cpp path and every export is compared with).
 """
 
 from __future__ import annotations
@@ -11,12 +18,14 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
+from llama_helpers import MAX_TOKENS, decode_all, minimal_sft_prompts, token_prompts  # noqa: E402
 from serve_helpers import API_KEY, BASH_TOOL, MODEL, ServeProcess, machine, training_rows  # noqa: E402
 
 
@@ -36,7 +45,7 @@ def base_project(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) ->
 
 @pytest.fixture(scope="session")
 def base_server(base_project: Path) -> Iterator[ServeProcess]:
-    server = ServeProcess(base_project, "base", "--api-key", API_KEY)
+    server = ServeProcess(base_project, "base", "--api-key", API_KEY, "--backend", "torch")
     yield server
     server.stop()
 
@@ -73,6 +82,35 @@ def trained_project(
 
 @pytest.fixture(scope="session")
 def trained_server(trained_project: Path) -> Iterator[ServeProcess]:
-    server = ServeProcess(trained_project, "latest")
+    server = ServeProcess(trained_project, "latest", "--backend", "llama.cpp")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def trained_checkpoint(trained_project: Path) -> Path:
+    from machine_lsp.serve.checkpoints import resolve
+
+    directory = resolve("latest", trained_project / ".machine").directory
+    assert directory is not None
+    return directory
+
+
+@pytest.fixture(scope="session")
+def eval_prompts(tmp_path_factory: pytest.TempPathFactory) -> list[list[int]]:
+    from machine_lsp.engines import render
+
+    _, renderer = render.load_tokenizer_and_renderer(MODEL)
+    return token_prompts(minimal_sft_prompts(tmp_path_factory.mktemp("minimal-sft")), renderer)
+
+
+@pytest.fixture(scope="session")
+def trained_torch(
+    trained_project: Path, trained_checkpoint: Path, eval_prompts: list[list[int]]
+) -> dict[str, Any]:
+    """{"answers": [(tokens, finish reason)] per eval prompt, "stop_ids": the served stop tokens}."""
+    from machine_lsp.serve import generation
+
+    loaded = generation.load(trained_checkpoint, store_root=trained_project / ".machine")
+    answers = decode_all(generation.BatchGenerator(loaded), eval_prompts, MAX_TOKENS)
+    return {"answers": answers, "stop_ids": loaded.stop_ids}

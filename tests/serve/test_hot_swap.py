@@ -3,7 +3,9 @@
 One tiny checkpoint is trained once for the module (6 steps of the local engine on rows that answer everything with
 "MEOW MEOW MEOW."), so which checkpoint wrote an answer shows in the answer itself: the base model never says MEOW,
 the checkpoint says nothing else. The server starts on the base model (nothing promoted) and keeps its process and
-port through every swap.
+port through every swap. It runs the llama.cpp backend (`make test` installs it; without it the server fails to
+start, never skipped): each swap merges the next checkpoint into a GGUF cached beside it and opens it beside the
+old one. The last test swaps on the torch backend through the same seam.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def meow_checkpoint(meow_project: Path) -> str:
 
 @pytest.fixture(scope="module")
 def promoted_server(meow_project: Path, meow_checkpoint: str) -> Iterator[ServeProcess]:
-    server = ServeProcess(meow_project, "promoted")
+    server = ServeProcess(meow_project, "promoted", "--backend", "llama.cpp")
     yield server
     server.stop()
 
@@ -89,6 +91,16 @@ def ask(server: ServeProcess, question: str, max_tokens: int = 16) -> str:
     return reply.json()["choices"][0]["message"]["content"]
 
 
+def assert_gguf_beside(project: Path, checkpoint: str) -> None:
+    """The llama.cpp swap wrote the checkpoint's merged GGUF into its cache beside the checkpoint (reused later)."""
+    from machine_lsp.engines import gguf_export
+    from machine_lsp.engines.base import resolve_local_checkpoint
+
+    directory = resolve_local_checkpoint(checkpoint, project / ".machine")
+    assert gguf_export.cached_model_path(directory).is_file()
+    assert json.loads((directory / gguf_export.CACHE_DIR / gguf_export.MARKER).read_text())["dtype"] == "f32"
+
+
 def promote(project: Path, checkpoint: str) -> None:
     done = machine(project, "train", "promote", checkpoint)
     assert done.returncode == 0, done.stderr
@@ -113,6 +125,7 @@ def test_a_promotion_is_swapped_in_with_no_restart(
     assert [(m["id"], m["checkpoint"]) for m in models] == [("machine", meow_checkpoint)]
     assert ask(server, "What color is grass?") == MEOW
     assert server.alive() and server.proc.pid == pid and server.port == port
+    assert_gguf_beside(meow_project, meow_checkpoint)
     logged = [row["checkpoint"] for _, _, row in server.served_rows()]
     assert logged[:1] == ["base"] and logged[-1] == meow_checkpoint, logged
     swap_lines = [line for line in server.stderr if line.startswith("swapped: ")]
@@ -219,7 +232,11 @@ def test_a_checkpoint_that_cannot_load_keeps_the_old_one(
     from machine_lsp.engines.base import resolve_local_checkpoint
 
     broken = tmp_path / "broken-checkpoint"
-    shutil.copytree(resolve_local_checkpoint(meow_checkpoint, meow_project / ".machine"), broken)
+    shutil.copytree(  # not its GGUF cache: the broken adapter must be merged (and fail) again
+        resolve_local_checkpoint(meow_checkpoint, meow_project / ".machine"),
+        broken,
+        ignore=shutil.ignore_patterns("llama.cpp"),
+    )
     manifest = json.loads((broken / "manifest.json").read_text())
     (broken / "manifest.json").write_text(json.dumps({**manifest, "address": str(broken)}))
     (broken / "adapter_model.safetensors").write_bytes(b"\x00not a safetensors file" * 64)
@@ -233,6 +250,31 @@ def test_a_checkpoint_that_cannot_load_keeps_the_old_one(
     rollback(meow_project)  # promoted names the good checkpoint again: nothing to swap
     time.sleep(3)
     assert health(server)["checkpoint"] == meow_checkpoint
+
+
+def test_the_torch_backend_swaps_through_the_same_seam(
+    promoted_server: ServeProcess, meow_project: Path, meow_checkpoint: str
+) -> None:
+    """`--backend torch` follows promotions too: the swap loads, warms and generates with the backend the server
+    started with. It starts on whatever is promoted now and swaps to the other of base and the MEOW checkpoint."""
+    from machine_lsp.serve.checkpoints import servable
+
+    promoted_server.stop()  # one model server at a time on a small machine
+    before = servable("promoted", meow_project / ".machine").address
+    server = ServeProcess(meow_project, "promoted", "--backend", "torch")
+    try:
+        assert health(server)["checkpoint"] == before
+        if before == "base":
+            promote(meow_project, meow_checkpoint)
+        else:
+            rollback(meow_project)
+        want = servable("promoted", meow_project / ".machine").address
+        assert want != before and want in ("base", meow_checkpoint), (before, want)
+        now = wait_for(server, lambda h: h["checkpoint"] == want)
+        assert now["swaps"] == 1 and now["swap_error"] is None, now
+        assert (ask(server, "What color is grass?") == MEOW) == (want == meow_checkpoint)
+    finally:
+        server.stop()
 
 
 def test_latest_sees_a_newer_training_run_by_the_store_mtimes(
