@@ -19,6 +19,7 @@ from machine_lsp.core import evals, gate, promotions, runs
 from machine_lsp.core.schema import TrainingRow, encode, encode_training_row, text_of
 from machine_lsp.core.tool_probes import probe_conversations
 from machine_lsp.jobs.data import resolve
+from machine_lsp.jobs.phase_clock import PhaseClock
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import MachineConfig
 
@@ -143,23 +144,32 @@ def _snapshot(
 
 
 def run_gate(
-    ctx: JobContext, config: MachineConfig, engine: Any, trainer: Any, model: str, held: HeldOut
+    ctx: JobContext,
+    config: MachineConfig,
+    engine: Any,
+    trainer: Any,
+    model: str,
+    held: HeldOut,
+    clock: PhaseClock | None = None,
 ) -> gate.GateResult:
-    """Evaluate the final checkpoint against the reference, record the verdict (and a promotion)."""
+    """Evaluate the final checkpoint against the reference, record the verdict (and a promotion); each stage's
+    seconds go to `clock`."""
     from machine_lsp.core.store import Store
 
+    clock = clock or PhaseClock()
     machine_dir = Store.open(ctx.cwd).root
     candidate = ctx.manifest.last_checkpoint
     if held.skip is not None or candidate is None:
         result = gate.skipped(held.skip or "the run saved no checkpoint")
     else:
         try:
-            result = _evaluate(ctx, config, engine, trainer, model, held, machine_dir)
+            result = _evaluate(ctx, config, (engine, trainer, model), held, machine_dir, clock)
         except JobError as exc:  # the checkpoint is trained and saved: a failed evaluation must not undo that
             result = gate.skipped(f"the evaluation failed: {exc}")
     if result.promoted and candidate is not None:
         try:
-            promotions.promote(machine_dir, candidate, by="gate", reason=result.reason, run_id=ctx.run_id)
+            with clock.phase("promotion"):
+                promotions.promote(machine_dir, candidate, by="gate", reason=result.reason, run_id=ctx.run_id)
         except promotions.PromotionError as exc:
             result = gate.GateResult(promoted=False, reason=f"not promoted: {exc}", metrics=result.metrics)
     ctx.update(gate=msgspec.to_builtins(result))
@@ -171,31 +181,20 @@ def run_gate(
 def _evaluate(
     ctx: JobContext,
     config: MachineConfig,
-    engine: Any,
-    trainer: Any,
-    model: str,
+    run: tuple[Any, Any, str],
     held: HeldOut,
     machine_dir: Path,
+    clock: PhaseClock,
 ) -> gate.GateResult:
+    engine, trainer, model = run
     metrics = gate.GateMetrics(reference="base", eval_rows=len(held.cases), eval_source=held.source)
-    reference = _reference_sampler(ctx, engine, trainer, model, machine_dir, metrics)
+    with clock.phase("gate: reference model"):
+        reference = _reference_sampler(ctx, engine, trainer, model, machine_dir, metrics)
     candidate = trainer.sampler()
-    max_tokens = _answer_tokens(held.cases, config.eval.max_tokens)
-    scored = []
-    for label, sampler in (("reference", reference), ("candidate", candidate)):
-        ctx.progress(0, None, f"gate: {label} answers {len(held.cases)} held-out rows", force=True)
-        outputs = _answers(
-            sampler, [(c.messages, t) for c, t in zip(held.cases, held.tools, strict=True)], max_tokens
-        )
-        try:
-            scored.append(
-                evals.score_rows(
-                    held.cases, outputs, format_pattern=config.eval.format_pattern, grader=config.eval.grader
-                )
-            )
-        except evals.EvalError as exc:
-            raise JobError(str(exc)) from None
-    ref_rows, cand_rows = scored
+    samplers = (("reference", reference), ("candidate", candidate))
+    ref_rows, cand_rows = (
+        _held_out_rows(ctx, config, held, label, sampler, clock) for label, sampler in samplers
+    )
     metrics.gained, metrics.lost = gate.paired_counts(
         [r.correct for r in ref_rows], [r.correct for r in cand_rows]
     )
@@ -203,15 +202,35 @@ def _evaluate(
     metrics.candidate_correct = sum(r.correct for r in cand_rows)
     metrics.reference_format_rate = sum(r.format_ok for r in ref_rows) / len(ref_rows)
     metrics.candidate_format_rate = sum(r.format_ok for r in cand_rows) / len(cand_rows)
-    metrics.reference_bleed_rate = _bleed(ctx, config, reference, "reference")
-    metrics.candidate_bleed_rate = _bleed(ctx, config, candidate, "candidate")
-    _tool_probe(ctx, reference, candidate, metrics)
+    for label, sampler in samplers:
+        with clock.phase(f"gate: bleed probe, {label}"):
+            rate = _bleed(ctx, config, sampler, label)
+        setattr(metrics, f"{label}_bleed_rate", rate)
+    _tool_probe(ctx, reference, candidate, metrics, clock)
     bounds = gate.GateBounds(
         alpha=config.gate.alpha,
         max_bleed=config.gate.max_bleed,
         min_tool_retention=config.gate.min_tool_retention,
     )
     return gate.decide(metrics, bounds)
+
+
+def _held_out_rows(
+    ctx: JobContext, config: MachineConfig, held: HeldOut, label: str, sampler: Any, clock: PhaseClock
+) -> list[Any]:
+    """One side's graded answers to the held-out rows."""
+    max_tokens = _answer_tokens(held.cases, config.eval.max_tokens)
+    ctx.progress(0, None, f"gate: {label} answers {len(held.cases)} held-out rows", force=True)
+    with clock.phase(f"gate: held-out rows, {label}"):
+        outputs = _answers(
+            sampler, [(c.messages, t) for c, t in zip(held.cases, held.tools, strict=True)], max_tokens
+        )
+    try:
+        return evals.score_rows(
+            held.cases, outputs, format_pattern=config.eval.format_pattern, grader=config.eval.grader
+        )
+    except evals.EvalError as exc:
+        raise JobError(str(exc)) from None
 
 
 def _reference_sampler(
@@ -269,13 +288,18 @@ def _bleed(ctx: JobContext, config: MachineConfig, sampler: Any, label: str) -> 
     return evals.score_probe(questions, outputs, bleed_pattern=pattern).bleed_rate
 
 
-def _tool_probe(ctx: JobContext, reference: Any, candidate: Any, metrics: gate.GateMetrics) -> None:
+def _tool_probe(
+    ctx: JobContext, reference: Any, candidate: Any, metrics: gate.GateMetrics, clock: PhaseClock
+) -> None:
     probes = probe_conversations()
     if not hasattr(reference, "sample_tokens") or not hasattr(candidate, "sample_tokens"):
         metrics.notes.append("tool probe not run: this engine's sampler takes no `tools`")
         return
     ctx.progress(0, None, "gate: tool probe", force=True)
-    calls = [_calls_tool(sampler, probes) for sampler in (reference, candidate)]
+    calls = []
+    for label, sampler in (("reference", reference), ("candidate", candidate)):
+        with clock.phase(f"gate: tool probe, {label}"):
+            calls.append(_calls_tool(sampler, probes))
     metrics.tool_probes = len(probes)
     metrics.reference_tool_calls, metrics.tool_calls_kept = gate.tool_retention(*calls)
 

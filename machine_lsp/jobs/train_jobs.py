@@ -34,6 +34,7 @@ from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.anchor_jobs import add_anchors
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
+from machine_lsp.jobs.phase_clock import PhaseClock
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.jobs.step_data import StepData, load_rows, step_data
 from machine_lsp.scaffold.config import TRAIN_KEYS, MachineConfig, TrainSection
@@ -134,18 +135,21 @@ def _train(
         from machine_lsp.jobs.staged_train import train_staged
 
         return train_staged(ctx, config, args.resume, smoke, args.sample_max_tokens)
-    loaded, held = _rows(ctx, config, smoke)
+    clock = PhaseClock()
+    with clock.phase("rows, engine"):
+        loaded, held = _rows(ctx, config, smoke)
+        engine = make_engine(ctx, cfg.engine, cfg.threads)
+        model = served_model(ctx, engine, cfg.resolved_model())
+        renderer = _renderer(engine, model)
     snapshot = loaded.snapshot
-    engine = make_engine(ctx, cfg.engine, cfg.threads)
-    model = served_model(ctx, engine, cfg.resolved_model())
-    renderer = _renderer(engine, model)
     start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine)
-    trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
+    with clock.phase("model load"):
+        trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
     tagged = len(loaded.rows)
     if held is not None and cfg.objective == "sft":  # scoped: the base model answers other prompts first
-        loaded = msgspec.structs.replace(
-            loaded, rows=add_anchors(ctx, config, engine, trainer, model, loaded.rows)
-        )
+        with clock.phase("anchors (base model answers)"):
+            rows = add_anchors(ctx, config, engine, trainer, model, loaded.rows)
+        loaded = msgspec.structs.replace(loaded, rows=rows)
     data = step_data(ctx, cfg, loaded, renderer)
     size = _run_size(ctx, data, cfg, smoke, anchors=len(loaded.rows) - tagged)
     plan = schedule(data.count, cfg, size)
@@ -155,18 +159,19 @@ def _train(
     loop = _TrainLoop(ctx, cfg, trainer, data, plan, start_step)
     sample: dict[str, str] | None = None
     try:
-        loop.run(smoke)
+        with clock.phase(f"training ({len(plan) - start_step} steps, checkpoint save)"):
+            loop.run(smoke)
         if smoke:
             sample = _sample_one(ctx, trainer, data.prompt(plan[0][0]), len(plan), args.sample_max_tokens)
     finally:
         loss_png = loop.close()
     result, message = _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
     if held is not None:
-        verdict = run_gate(ctx, config, engine, trainer, model, held)
-        result["plan"] = msgspec.to_builtins(size)
-        result["anchors"] = ctx.manifest.anchors
+        verdict = run_gate(ctx, config, engine, trainer, model, held, clock)
+        result.update(plan=msgspec.to_builtins(size), anchors=ctx.manifest.anchors)
         result["gate"] = msgspec.to_builtins(verdict)
         message += f"; {verdict.reason}"
+    result["timings"] = clock.as_dict()
     return result, message
 
 
