@@ -68,7 +68,7 @@ def retrain(project: Path) -> tuple[float, dict[str, Any]]:
     wall = time.monotonic() - start
     if done.returncode != 0:
         raise SystemExit(f"retrain failed: {done.stdout.decode()[-3000:]}{done.stderr.decode()[-3000:]}")
-    newest = runs.list_runs(project / ".machine" / "runs")[-1][1]
+    newest = runs.list_runs(project / ".machine" / "runs")[0][1]  # newest first
     assert newest is not None and newest.result is not None
     return wall, newest.result
 

@@ -19,6 +19,7 @@ from machine_lsp.core import evals, gate, promotions, runs
 from machine_lsp.core.schema import TrainingRow, encode, encode_training_row, text_of
 from machine_lsp.core.tool_probes import probe_conversations
 from machine_lsp.jobs.data import resolve
+from machine_lsp.jobs.greedy_cache import AnswerCache
 from machine_lsp.jobs.phase_clock import PhaseClock
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import MachineConfig
@@ -35,6 +36,8 @@ class HeldOut(msgspec.Struct, kw_only=True):
     source: str = ""
     skip: str | None = None  # why the gate will not run
     split: dict[str, Any] | None = None
+    # the tagged rows' distinct system prompts and `tools`: the bleed probe is asked inside each of them too
+    contexts: list[evals.ProbeContext] = msgspec.field(default_factory=list)
 
 
 Labelled = list[tuple[str, TrainingRow]]
@@ -44,6 +47,16 @@ def hold_out(
     ctx: JobContext, config: MachineConfig, labelled: Labelled, snapshot: runs.DataSnapshot
 ) -> tuple[Labelled, runs.DataSnapshot, HeldOut]:
     """The rows to train on, their snapshot, and the held-out set (or why there is none)."""
+    rows, snapshot, held = _hold_out(ctx, config, labelled, snapshot)
+    held.contexts = evals.distinct_contexts(
+        evals.row_context(row.messages, row.extra.get("tools")) for _where, row in labelled
+    )
+    return rows, snapshot, held
+
+
+def _hold_out(
+    ctx: JobContext, config: MachineConfig, labelled: Labelled, snapshot: runs.DataSnapshot
+) -> tuple[Labelled, runs.DataSnapshot, HeldOut]:
     if not config.gate.enabled:
         return labelled, snapshot, HeldOut(skip="the gate is off ([gate] enabled = false)")
     if config.eval.data:
@@ -151,19 +164,21 @@ def run_gate(
     model: str,
     held: HeldOut,
     clock: PhaseClock | None = None,
+    answers: AnswerCache | None = None,
 ) -> gate.GateResult:
     """Evaluate the final checkpoint against the reference, record the verdict (and a promotion); each stage's
-    seconds go to `clock`."""
+    seconds go to `clock`, and the answers of unchanged models come from (and go to) the greedy-answer cache."""
     from machine_lsp.core.store import Store
 
     clock = clock or PhaseClock()
     machine_dir = Store.open(ctx.cwd).root
+    answers = answers or AnswerCache(machine_dir)
     candidate = ctx.manifest.last_checkpoint
     if held.skip is not None or candidate is None:
         result = gate.skipped(held.skip or "the run saved no checkpoint")
     else:
         try:
-            result = _evaluate(ctx, config, (engine, trainer, model), held, machine_dir, clock)
+            result = _evaluate(ctx, config, (engine, trainer, model), held, answers, clock)
         except JobError as exc:  # the checkpoint is trained and saved: a failed evaluation must not undo that
             result = gate.skipped(f"the evaluation failed: {exc}")
     if result.promoted and candidate is not None:
@@ -183,14 +198,14 @@ def _evaluate(
     config: MachineConfig,
     run: tuple[Any, Any, str],
     held: HeldOut,
-    machine_dir: Path,
+    answers: AnswerCache,
     clock: PhaseClock,
 ) -> gate.GateResult:
-    engine, trainer, model = run
+    _engine, trainer, _model = run
     metrics = gate.GateMetrics(reference="base", eval_rows=len(held.cases), eval_source=held.source)
     with clock.phase("gate: reference model"):
-        reference = _reference_sampler(ctx, engine, trainer, model, machine_dir, metrics)
-    candidate = trainer.sampler()
+        reference = _reference_sampler(run, answers, metrics)
+    candidate = answers.candidate(trainer.sampler(), ctx.manifest.last_checkpoint)
     samplers = (("reference", reference), ("candidate", candidate))
     ref_rows, cand_rows = (
         _held_out_rows(ctx, config, held, label, sampler, clock) for label, sampler in samplers
@@ -202,10 +217,13 @@ def _evaluate(
     metrics.candidate_correct = sum(r.correct for r in cand_rows)
     metrics.reference_format_rate = sum(r.format_ok for r in ref_rows) / len(ref_rows)
     metrics.candidate_format_rate = sum(r.format_ok for r in cand_rows) / len(cand_rows)
+    metrics.contexts = len(held.contexts)
+    metrics.context_probes = len(evals.context_probes(evals.probe_prompts(), held.contexts))
     for label, sampler in samplers:
         with clock.phase(f"gate: bleed probe, {label}"):
-            rate = _bleed(ctx, config, sampler, label)
+            rate, in_context = _bleed(ctx, config, sampler, label, held.contexts)
         setattr(metrics, f"{label}_bleed_rate", rate)
+        setattr(metrics, f"{label}_context_bleed_rate", in_context)
     _tool_probe(ctx, reference, candidate, metrics, clock)
     bounds = gate.GateBounds(
         alpha=config.gate.alpha,
@@ -233,26 +251,28 @@ def _held_out_rows(
         raise JobError(str(exc)) from None
 
 
-def _reference_sampler(
-    ctx: JobContext, engine: Any, trainer: Any, model: str, machine_dir: Path, metrics: gate.GateMetrics
-) -> Any:
-    """The promoted checkpoint's sampler, else the base model's (the trainer's own weights, adapter off)."""
+def _reference_sampler(run: tuple[Any, Any, str], answers: AnswerCache, metrics: gate.GateMetrics) -> Any:
+    """The promoted checkpoint's sampler, else the base model's (the trainer's own weights, adapter off); both
+    behind the greedy-answer cache (a promoted checkpoint loads only for answers it has not given yet)."""
     from machine_lsp.engines.base import EngineError
 
+    engine, trainer, model = run
     try:
-        promoted = promotions.read_log(machine_dir).current()
+        promoted = promotions.read_log(answers.machine_dir).current()
     except promotions.PromotionError as exc:
         metrics.notes.append(f"promotions record unreadable ({exc}): compared with the base model")
         promoted = None
     if promoted and promoted != "base":
         try:
-            sampler = engine.sampler_for(model, promoted)
+            template = trainer.sampler() if hasattr(trainer, "sampler") else None
+            cached = answers.checkpoint(engine, model, promoted, template) if template else None
+            sampler = cached or engine.sampler_for(model, promoted)
             metrics.reference = promoted
             return sampler
         except EngineError as exc:
             metrics.notes.append(f"the promoted {promoted} cannot load ({exc}): compared with the base model")
     if hasattr(trainer, "base_sampler"):
-        return trainer.base_sampler()
+        return answers.base(engine, trainer.base_sampler(), model)
     try:
         return engine.sampler_for(model, None)
     except EngineError as exc:
@@ -279,13 +299,22 @@ def _answers(sampler: Any, prompts: list[tuple[list[Any], Any]], max_tokens: int
         raise JobError(f"gate sampling: {exc}", kind="engine") from None
 
 
-def _bleed(ctx: JobContext, config: MachineConfig, sampler: Any, label: str) -> float:
+def _bleed(
+    ctx: JobContext, config: MachineConfig, sampler: Any, label: str, contexts: list[evals.ProbeContext]
+) -> tuple[float, float | None]:
+    """The bleed rate of the bare probe, and of the same questions asked in the tagged rows' contexts (None when
+    every tagged row is bare)."""
     questions = evals.probe_prompts()
     ctx.progress(0, None, f"gate: bleed probe of the {label}", force=True)
     tokens = min(config.eval.max_tokens, BLEED_PROBE_TOKENS)
-    outputs = _answers(sampler, [(evals.probe_messages(q), None) for q in questions], tokens)
     pattern = config.eval.bleed_pattern or evals.default_bleed_pattern(config.eval.format_pattern)
-    return evals.score_probe(questions, outputs, bleed_pattern=pattern).bleed_rate
+    bare = [(evals.probe_messages(q), None) for q in questions]
+    in_context = evals.context_probes(questions, contexts)
+    outputs = _answers(sampler, bare + in_context, tokens)
+    rate = evals.score_probe(questions, outputs[: len(bare)], bleed_pattern=pattern).bleed_rate
+    if not in_context:
+        return rate, None
+    return rate, evals.score_probe(questions, outputs[len(bare) :], bleed_pattern=pattern).bleed_rate
 
 
 def _tool_probe(
@@ -296,17 +325,25 @@ def _tool_probe(
         metrics.notes.append("tool probe not run: this engine's sampler takes no `tools`")
         return
     ctx.progress(0, None, "gate: tool probe", force=True)
-    calls = []
-    for label, sampler in (("reference", reference), ("candidate", candidate)):
-        with clock.phase(f"gate: tool probe, {label}"):
-            calls.append(_calls_tool(sampler, probes))
+    with clock.phase("gate: tool probe, reference"):
+        reference_calls = _calls_tool(reference, probes)
+    # Retention counts only the probes where the reference calls a tool: the candidate is asked those alone.
+    asked = [i for i, called in enumerate(reference_calls) if called]
+    candidate_calls = [False] * len(probes)
+    with clock.phase("gate: tool probe, candidate"):
+        for i, called in zip(asked, _calls_tool(candidate, [probes[i] for i in asked]), strict=True):
+            candidate_calls[i] = called
     metrics.tool_probes = len(probes)
-    metrics.reference_tool_calls, metrics.tool_calls_kept = gate.tool_retention(*calls)
+    metrics.reference_tool_calls, metrics.tool_calls_kept = gate.tool_retention(
+        reference_calls, candidate_calls
+    )
 
 
 def _calls_tool(sampler: Any, probes: list[tuple[list[Any], list[Any]]]) -> list[bool]:
     from machine_lsp.engines import render
 
+    if not probes:
+        return []
     tokens = [render.prompt_tokens(m, sampler.renderer, tools) for m, tools in probes]
     calls = []
     for out in sampler.sample_tokens(tokens, TOOL_PROBE_TOKENS):

@@ -72,25 +72,20 @@ def checkpoint_identity(address: str, checkpoint_dir: Path) -> str | None:
 class GreedyAnswers:
     """A sampler with a memory: `sample_tokens` answers known prompts from the cache and samples the rest."""
 
-    def __init__(
-        self,
-        machine_dir: Path,
-        identity: str,
-        template: Any,
-        load: Callable[[], Any],
-        stats: CacheStats,
-    ) -> None:
+    def __init__(self, cache: AnswerCache, identity: str, template: Any, load: Callable[[], Any]) -> None:
         """`template`: a sampler of the same model family (its renderer, tokenizer and stop tokens are used
         without sampling); `load`: returns the sampler to ask on a miss, called at most once."""
         self.renderer = template.renderer
         self.tokenizer = template.tokenizer
         self.stop_ids = set(getattr(template, "stop_ids", ()) or ())
         self.identity = identity
-        self.stats = stats
+        self.stats = cache.stats
         self._load = load
         self._sampler: Any = None
-        self._machine_dir = machine_dir
-        self._path = machine_dir.joinpath(*CACHE_DIR, hashlib.sha256(identity.encode()).hexdigest() + ".json")
+        self._machine_dir = cache.machine_dir
+        self._path = cache.machine_dir.joinpath(
+            *CACHE_DIR, hashlib.sha256(identity.encode()).hexdigest() + ".json"
+        )
         self._file = self._read()
 
     def sample_tokens(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list[list[int]]:
@@ -130,3 +125,45 @@ class GreedyAnswers:
             safe_files.write_file_safely(self._path, msgspec.json.encode(self._file), root=self._machine_dir)
         except OSError:
             pass  # a cache that cannot be written only costs the next run its samples
+
+
+class AnswerCache:
+    """The cached samplers of one job, sharing one count of hits and samples."""
+
+    def __init__(self, machine_dir: Path) -> None:
+        self.machine_dir = machine_dir
+        self.stats = CacheStats()
+
+    def base(self, engine: Any, base: Any, model: str) -> Any:
+        """`base` (the base model's sampler) behind the cache, or as it is when its engine cannot be cached."""
+        if not hasattr(base, "sample_tokens") or not hasattr(engine, "model_path"):
+            return base
+        identity = base_identity(model, engine.model_path(model))
+        return GreedyAnswers(self, identity, base, lambda: base)
+
+    def checkpoint(self, engine: Any, model: str, address: str, template: Any) -> Any | None:
+        """A local checkpoint's answers, its model loaded only on a miss; None when it cannot be cached (load
+        it the usual way). `template`: a sampler of the same base model (renderer, tokenizer, stop tokens)."""
+        from machine_lsp.engines.base import EngineError, resolve_local_checkpoint
+
+        if not hasattr(template, "sample_tokens") or not address.startswith("local://"):
+            return None
+        try:
+            identity = checkpoint_identity(address, resolve_local_checkpoint(address, self.machine_dir))
+        except EngineError:
+            return None
+        if identity is None:
+            return None
+        return GreedyAnswers(self, identity, template, lambda: engine.sampler_for(model, address))
+
+    def candidate(self, sampler: Any, address: str | None) -> Any:
+        """The new checkpoint's answers, kept for when it is the next run's reference."""
+        if address is None or not hasattr(sampler, "sample_tokens"):
+            return sampler
+        from machine_lsp.engines.base import EngineError, resolve_local_checkpoint
+
+        try:
+            identity = checkpoint_identity(address, resolve_local_checkpoint(address, self.machine_dir))
+        except EngineError:
+            return sampler
+        return sampler if identity is None else GreedyAnswers(self, identity, sampler, lambda: sampler)

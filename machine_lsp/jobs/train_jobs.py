@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -34,6 +35,7 @@ from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.anchor_jobs import add_anchors
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
+from machine_lsp.jobs.greedy_cache import AnswerCache
 from machine_lsp.jobs.phase_clock import PhaseClock
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.jobs.step_data import StepData, load_rows, step_data
@@ -135,7 +137,7 @@ def _train(
         from machine_lsp.jobs.staged_train import train_staged
 
         return train_staged(ctx, config, args.resume, smoke, args.sample_max_tokens)
-    clock = PhaseClock()
+    clock, answers = PhaseClock(), AnswerCache(_machine_dir(ctx))
     with clock.phase("rows, engine"):
         loaded, held = _rows(ctx, config, smoke)
         engine = make_engine(ctx, cfg.engine, cfg.threads)
@@ -148,7 +150,7 @@ def _train(
     tagged = len(loaded.rows)
     if held is not None and cfg.objective == "sft":  # scoped: the base model answers other prompts first
         with clock.phase("anchors (base model answers)"):
-            rows = add_anchors(ctx, config, engine, trainer, model, loaded.rows)
+            rows = add_anchors(ctx, config, (engine, trainer, model), loaded.rows, answers)
         loaded = msgspec.structs.replace(loaded, rows=rows)
     data = step_data(ctx, cfg, loaded, renderer)
     size = _run_size(ctx, data, cfg, smoke, anchors=len(loaded.rows) - tagged)
@@ -167,12 +169,18 @@ def _train(
         loss_png = loop.close()
     result, message = _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
     if held is not None:
-        verdict = run_gate(ctx, config, engine, trainer, model, held, clock)
+        verdict = run_gate(ctx, config, engine, trainer, model, held, clock, answers)
         result.update(plan=msgspec.to_builtins(size), anchors=ctx.manifest.anchors)
         result["gate"] = msgspec.to_builtins(verdict)
         message += f"; {verdict.reason}"
-    result["timings"] = clock.as_dict()
+    result.update(timings=clock.as_dict(), greedy_cache=msgspec.to_builtins(answers.stats))
     return result, message
+
+
+def _machine_dir(ctx: JobContext) -> Path:
+    from machine_lsp.core.store import Store
+
+    return Store.open(ctx.cwd).root
 
 
 def _rows(ctx: JobContext, config: MachineConfig, smoke: bool) -> tuple[Any, HeldOut | None]:
