@@ -145,13 +145,17 @@ class AnswerCache:
         """A local checkpoint's answers, its model loaded only on a miss; None when it cannot be cached (load
         it the usual way). `template`: a sampler of the same base model (renderer, tokenizer, stop tokens)."""
         from machine_lsp.engines.base import EngineError, resolve_local_checkpoint
+        from machine_lsp.engines.local import read_manifest, same_model
 
         if not hasattr(template, "sample_tokens") or not address.startswith("local://"):
             return None
-        try:
-            identity = checkpoint_identity(address, resolve_local_checkpoint(address, self.machine_dir))
-        except EngineError:
+        try:  # what loading would check first (its base model), without loading: a mismatch loads as before
+            path = resolve_local_checkpoint(address, self.machine_dir)
+            if not same_model(read_manifest(path).base_model, model):
+                return None
+        except (EngineError, OSError, msgspec.MsgspecError):
             return None
+        identity = checkpoint_identity(address, path)
         if identity is None:
             return None
         return GreedyAnswers(self, identity, template, lambda: engine.sampler_for(model, address))
