@@ -149,8 +149,9 @@ def retrain_and_swap(server: Server, project: Path) -> dict[str, Any]:
     machine(project, "retrain", "--yes")
     trained = time.monotonic()
     promoted = promotions.read_log(project / ".machine").current()
-    if promoted is None:
-        raise SystemExit("the gate promoted nothing (see the run's manifest)")
+    gate = retrain_result(project).get("gate") or {}
+    if promoted is None or not gate.get("promoted"):
+        return {"refused": gate.get("reason") or "no gate verdict", "retrain_s": trained - start}
     server.wait_for(promoted)
     swapped = time.monotonic()
     first = server.ask(question(*NEW[0]))
@@ -261,6 +262,8 @@ def measure(server: Server, project: Path, args: argparse.Namespace) -> dict[str
     tag(server, project, 0, args.tags)
     tagged_s = time.monotonic() - started
     loop = retrain_and_swap(server, project)
+    if "refused" in loop:
+        raise SystemExit(f"the first retrain promoted nothing: {loop['refused']}")
     first = retrain_result(project)
     styled = sum(evals.format_ok(server.ask(question(a, b))) for a, b in NEW[: args.questions])
     bleed_rx = evals.compile_pattern(evals.default_bleed_pattern(), "bleed pattern")
@@ -305,7 +308,13 @@ def print_table(report: dict[str, Any], args: argparse.Namespace) -> None:
     table.add_row("  of which retrain (train + gate)", f"{report['retrain_s']:.1f} s", "")
     table.add_row("  of which swap (promoted -> serving)", f"{report['swap_s']:.1f} s", "")
     again = report["again"]
-    if again:
+    if again.get("refused"):
+        table.add_row(
+            f"loop again: {args.more} more tags, retrain",
+            f"{again['retrain_s']:.1f} s; gate refused, no swap: {again['refused']}",
+            "",
+        )
+    elif again:
         table.add_row(f"loop again: {args.more} more tags, latency", f"{again['latency_s']:.1f} s", "<= 60 s")
         table.add_row(
             "  of which retrain / swap", f"{again['retrain_s']:.1f} s / {again['swap_s']:.1f} s", ""

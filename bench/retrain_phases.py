@@ -113,7 +113,10 @@ def print_table(reports: list[tuple[float, dict[str, Any]]], args: argparse.Name
     console.print(table)
     for n, (_wall, result) in enumerate(reports, start=1):
         cache = result.get("greedy_cache")
-        console.print(f"run {n}: {result.get('steps_run')} steps; greedy answers cache {json.dumps(cache)}")
+        reason = (result.get("gate") or {}).get("reason")
+        console.print(
+            f"run {n}: {result.get('steps_run')} steps; greedy answers cache {json.dumps(cache)}; {reason}"
+        )
     console.print(
         f"load average (1 min) {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} "
         f"cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
