@@ -12,8 +12,11 @@ questions are asked through it and each served turn is tagged with `machine good
   reference (the base) calls a tool, how many the new checkpoint still calls one on;
 * swap under load: 4 clients stream back to back while the served checkpoint is rolled back to base and promoted
   again; every request that fails, or whose logged checkpoint is neither, is counted.
+* the loop again (--more, 4 by default): that many more tags, `machine retrain` against the promoted checkpoint
+  (its reference answers now largely cached), and its latency, or the gate's reason when it promotes nothing;
+* where each retrain's time went: the job's own `timings` and greedy-answer cache counts.
 
-All requests are greedy (temperature 0). Plain API requests, no agent prompt: tests/serve/test_loop_retrain.py runs
+All requests are greedy (temperature 0). Plain API requests, no agent prompt: tests/serve/test_loop_pi.py runs
 the same loop with the real Pi. Run: MACHINE_TORCH_THREADS=1 .venv/bin/python bench/loop.py [--tags 20]
 """
 
@@ -308,17 +311,7 @@ def print_table(report: dict[str, Any], args: argparse.Namespace) -> None:
     table.add_row("  of which retrain (train + gate)", f"{report['retrain_s']:.1f} s", "")
     table.add_row("  of which swap (promoted -> serving)", f"{report['swap_s']:.1f} s", "")
     again = report["again"]
-    if again.get("refused"):
-        table.add_row(
-            f"loop again: {args.more} more tags, retrain",
-            f"{again['retrain_s']:.1f} s; gate refused, no swap: {again['refused']}",
-            "",
-        )
-    elif again:
-        table.add_row(f"loop again: {args.more} more tags, latency", f"{again['latency_s']:.1f} s", "<= 60 s")
-        table.add_row(
-            "  of which retrain / swap", f"{again['retrain_s']:.1f} s / {again['swap_s']:.1f} s", ""
-        )
+    add_second_loop(table, again, args.more)
     table.add_row("new questions in the taught style", f"{report['styled']}/{args.questions}", ">= 9/10")
     table.add_row("bleed on probes", f"{report['bled']}/{report['probes']}", "<= 1/10")
     table.add_row("tool calls kept (gate's tool probe)", kept, ">= 90%")
@@ -339,6 +332,21 @@ def print_table(report: dict[str, Any], args: argparse.Namespace) -> None:
         f"load average (1 min) {report['load'][0]:.1f} at the start, {report['load'][1]:.1f} at the end, "
         f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
+
+
+def add_second_loop(table: Any, again: dict[str, Any], more: int) -> None:
+    """The second loop's rows: its latency, or the gate's reason when it promoted nothing (then nothing swaps)."""
+    if again.get("refused"):
+        table.add_row(
+            f"loop again: {more} more tags, retrain",
+            f"{again['retrain_s']:.1f} s; gate refused, no swap: {again['refused']}",
+            "",
+        )
+    elif again:
+        table.add_row(f"loop again: {more} more tags, latency", f"{again['latency_s']:.1f} s", "<= 60 s")
+        table.add_row(
+            "  of which retrain / swap", f"{again['retrain_s']:.1f} s / {again['swap_s']:.1f} s", ""
+        )
 
 
 def phase_table(first: dict[str, Any], second: dict[str, Any] | None) -> Any:
