@@ -12,8 +12,11 @@ questions are asked through it and each served turn is tagged with `machine good
   reference (the base) calls a tool, how many the new checkpoint still calls one on;
 * swap under load: 4 clients stream back to back while the served checkpoint is rolled back to base and promoted
   again; every request that fails, or whose logged checkpoint is neither, is counted.
+* the loop again (--more, 4 by default): that many more tags, `machine retrain` against the promoted checkpoint
+  (its reference answers now largely cached), and its latency, or the gate's reason when it promotes nothing;
+* where each retrain's time went: the job's own `timings` and greedy-answer cache counts.
 
-All requests are greedy (temperature 0). Plain API requests, no agent prompt: tests/serve/test_loop_retrain.py runs
+All requests are greedy (temperature 0). Plain API requests, no agent prompt: tests/serve/test_loop_pi.py runs
 the same loop with the real Pi. Run: MACHINE_TORCH_THREADS=1 .venv/bin/python bench/loop.py [--tags 20]
 """
 
@@ -132,14 +135,15 @@ def question(a: int, b: int) -> str:
     return f"What is {a} plus {b}?"
 
 
-def tag(server: Server, project: Path, n: int) -> None:
-    """Ask n questions through the server, then tag each served turn with its `answer: N` rewrite."""
-    for a, b in TAGGED[:n]:
-        server.ask(question(a, b))
-    for path, number, row in server.rows():
-        asked = str(row["messages"][-2]["content"])
-        a, b = next((a, b) for a, b in TAGGED[:n] if question(a, b) == asked)
-        machine(project, "good", "--from", f"{path}:{number}", "--as", f"answer: {a + b}")
+def tag(server: Server, project: Path, first: int, n: int) -> None:
+    """Ask TAGGED[first:first+n] through the server, then tag each of those served turns with its `answer: N`."""
+    wanted = {question(a, b): a + b for a, b in TAGGED[first : first + n]}
+    logged = len(server.rows())
+    for asked in wanted:
+        server.ask(asked)
+    for path, number, row in server.rows()[logged:]:
+        total = wanted[str(row["messages"][-2]["content"])]
+        machine(project, "good", "--from", f"{path}:{number}", "--as", f"answer: {total}")
 
 
 def retrain_and_swap(server: Server, project: Path) -> dict[str, Any]:
@@ -148,8 +152,9 @@ def retrain_and_swap(server: Server, project: Path) -> dict[str, Any]:
     machine(project, "retrain", "--yes")
     trained = time.monotonic()
     promoted = promotions.read_log(project / ".machine").current()
-    if promoted is None:
-        raise SystemExit("the gate promoted nothing (see the run's manifest)")
+    gate = retrain_result(project).get("gate") or {}
+    if promoted is None or not gate.get("promoted"):
+        return {"refused": gate.get("reason") or "no gate verdict", "retrain_s": trained - start}
     server.wait_for(promoted)
     swapped = time.monotonic()
     first = server.ask(question(*NEW[0]))
@@ -163,9 +168,10 @@ def retrain_and_swap(server: Server, project: Path) -> dict[str, Any]:
     }
 
 
-def gate_metrics(project: Path) -> dict[str, Any]:
-    manifests = [m for _, m in runs.list_runs(project / ".machine" / "runs") if m and m.gate]
-    return dict(manifests[-1].gate["metrics"]) if manifests else {}
+def retrain_result(project: Path) -> dict[str, Any]:
+    """The newest retrain's result: its gate, its seconds per phase and its greedy-answer cache counts."""
+    manifests = [m for _, m in runs.list_runs(project / ".machine" / "runs") if m and m.gate]  # newest first
+    return dict(manifests[0].result or {}) if manifests else {}
 
 
 class Streamer(threading.Thread):
@@ -237,6 +243,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=10)
     parser.add_argument("--probes", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--more", type=int, default=4, help="tags added before a second retrain (0: none)")
     args = parser.parse_args()
     from machine_lsp.engines import smollm2
 
@@ -255,21 +262,30 @@ def main() -> None:
 def measure(server: Server, project: Path, args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     load_start = os.getloadavg()[0]
-    tag(server, project, args.tags)
+    tag(server, project, 0, args.tags)
     tagged_s = time.monotonic() - started
     loop = retrain_and_swap(server, project)
+    if "refused" in loop:
+        raise SystemExit(f"the first retrain promoted nothing: {loop['refused']}")
+    first = retrain_result(project)
     styled = sum(evals.format_ok(server.ask(question(a, b))) for a, b in NEW[: args.questions])
     bleed_rx = evals.compile_pattern(evals.default_bleed_pattern(), "bleed pattern")
     probes = evals.BUILTIN_PROBES[: args.probes]
     bled = sum(evals.bleeds(server.ask(q, 48), bleed_rx) for q in probes)
     swap = swap_under_load(server, project, loop["checkpoint"])
+    again: dict[str, Any] = {}
+    if args.more:  # the loop once more: a few more tags, retrain against the promoted checkpoint, swap
+        tag(server, project, args.tags, args.more)
+        again = retrain_and_swap(server, project) | {"result": retrain_result(project)}
     return {
         **loop,
         "tagged_s": tagged_s,
         "styled": styled,
         "bled": bled,
         "probes": len(probes),
-        "gate": gate_metrics(project),
+        "gate": (first.get("gate") or {}).get("metrics") or {},
+        "result": first,
+        "again": again,
         "swap": swap,
         "load": (load_start, os.getloadavg()[0]),
     }
@@ -294,6 +310,8 @@ def print_table(report: dict[str, Any], args: argparse.Namespace) -> None:
     table.add_row("loop latency (last tag -> first new answer)", f"{report['latency_s']:.1f} s", "<= 60 s")
     table.add_row("  of which retrain (train + gate)", f"{report['retrain_s']:.1f} s", "")
     table.add_row("  of which swap (promoted -> serving)", f"{report['swap_s']:.1f} s", "")
+    again = report["again"]
+    add_second_loop(table, again, args.more)
     table.add_row("new questions in the taught style", f"{report['styled']}/{args.questions}", ">= 9/10")
     table.add_row("bleed on probes", f"{report['bled']}/{report['probes']}", "<= 1/10")
     table.add_row("tool calls kept (gate's tool probe)", kept, ">= 90%")
@@ -309,10 +327,51 @@ def print_table(report: dict[str, Any], args: argparse.Namespace) -> None:
     )
     keys = ("eval_rows", "candidate_correct", "reference_correct", "mcnemar_p", "candidate_bleed_rate")
     console.print(f"gate: {json.dumps({k: gate.get(k) for k in keys})}")
+    console.print(phase_table(report["result"], (again or {}).get("result")))
     console.print(
         f"load average (1 min) {report['load'][0]:.1f} at the start, {report['load'][1]:.1f} at the end, "
         f"{os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
+
+
+def add_second_loop(table: Any, again: dict[str, Any], more: int) -> None:
+    """The second loop's rows: its latency, or the gate's reason when it promoted nothing (then nothing swaps)."""
+    if again.get("refused"):
+        table.add_row(
+            f"loop again: {more} more tags, retrain",
+            f"{again['retrain_s']:.1f} s; gate refused, no swap: {again['refused']}",
+            "",
+        )
+    elif again:
+        table.add_row(f"loop again: {more} more tags, latency", f"{again['latency_s']:.1f} s", "<= 60 s")
+        table.add_row(
+            "  of which retrain / swap", f"{again['retrain_s']:.1f} s / {again['swap_s']:.1f} s", ""
+        )
+
+
+def phase_table(first: dict[str, Any], second: dict[str, Any] | None) -> Any:
+    """Seconds per phase of each retrain, from the job's own record (`timings`), with its answer-cache counts."""
+    from rich.table import Table
+
+    results = [r for r in (first, second) if r]
+    table = Table(title="where each retrain's time went (seconds, from the job's result)")
+    table.add_column("phase")
+    for n, result in enumerate(results, start=1):
+        reference = ((result.get("gate") or {}).get("metrics") or {}).get("reference", "?")
+        table.add_column(f"retrain {n} (reference {reference})", justify="right")
+    phases: list[str] = []
+    for result in results:
+        phases += [p for p in result.get("timings", {}) if p not in phases]
+    for phase in phases:
+        cells = [result.get("timings", {}).get(phase) for result in results]
+        table.add_row(phase, *("-" if c is None else f"{c:.1f}" for c in cells))
+    table.add_row("greedy answers: cached / sampled", *(_cache(r) for r in results))
+    return table
+
+
+def _cache(result: dict[str, Any]) -> str:
+    cache = result.get("greedy_cache") or {}
+    return f"{cache.get('hits', '?')} / {cache.get('sampled', '?')}"
 
 
 if __name__ == "__main__":

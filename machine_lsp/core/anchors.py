@@ -10,6 +10,10 @@ answers to other questions mixed in, bleed 0/10 with format 24/24). Two sources:
 * the project's own untagged agent turns (core.sessions), with their system prompt and `tools`: the base model's
   answer to the same request, tool calls included, so tool-call behaviour is kept.
 
+When the tagged rows carry a system prompt or `tools` (an agent's turns), every second pool request is asked inside
+one of those contexts (`in_tagged_contexts`): a style taught in an agent's context bled there (2/10 probes in Pi's
+context) while bare probes saw none, so the anchors cover that context too.
+
 The pool is disjoint from the gate's bleed probe (`evals.BUILTIN_PROBES`, plus `[eval] probe_questions`) and from
 its tool probe (`tool_probes.TOOL_PROBES`), rewordings included (`near_duplicates`): otherwise the gate would score
 the run on its own training data. Agent turns that resemble a probe are skipped for the same reason.
@@ -75,6 +79,7 @@ ANCHOR_POOL: tuple[str, ...] = tuple(q for group in ANCHOR_POOL_BY_KIND.values()
 ANCHOR_MAX_TOKENS = 64  # a pool answer (the example's style rows used 64; a cut-off sentence is dropped)
 TOOL_ANCHOR_MAX_TOKENS = 96  # an agent turn's answer may be a tool call: room for its JSON
 SOURCES = ("pool", "agent_turns")
+IN_CONTEXT_ORIGIN = "built-in pool, in a tagged row's context"
 
 _STOPWORDS = frozenset(
     "a an and are as by do does for from how in into is it known mainly many me name of on one the there to what "
@@ -130,6 +135,29 @@ def pool_prompts(seed: int, k: int, probes: Sequence[str]) -> list[AnchorPrompt]
         AnchorPrompt(source="pool", messages=[Message(role="user", content=q)], origin="built-in pool")
         for q in picked
     ]
+
+
+def in_tagged_contexts(prompts: list[AnchorPrompt], contexts: Sequence[Any]) -> list[AnchorPrompt]:
+    """Every second pool request asked inside a tagged row's context (`evals.ProbeContext`: its system prompt and
+    `tools`, in turn), so the run also learns that other requests in the agent's context keep their own answers;
+    the rest stay bare. Unchanged when every tagged row is bare."""
+    if not contexts:
+        return prompts
+    out = []
+    for i, prompt in enumerate(prompts):
+        if i % 2 == 0 or prompt.source != "pool":
+            out.append(prompt)
+            continue
+        context = contexts[(i // 2) % len(contexts)]
+        out.append(
+            msgspec.structs.replace(
+                prompt,
+                messages=[*context.system, *prompt.messages],
+                tools=list(context.tools) if context.tools else None,
+                origin=IN_CONTEXT_ORIGIN,
+            )
+        )
+    return out
 
 
 def turn_prompt(messages: Sequence[Message]) -> list[Message] | None:

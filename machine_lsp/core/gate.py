@@ -8,8 +8,9 @@
 * Decision: the new checkpoint is compared with the reference (the promoted checkpoint, else the base model) on
   the same held-out rows with the exact McNemar test (`evals.mcnemar_exact_p`). It is refused when it is
   significantly worse (more rows lost than gained, p < alpha), when its bleed rate on the off-distribution probe
-  is above `max_bleed`, or when it keeps a tool call on fewer than `min_tool_retention` of the tool probes where
-  the reference calls one. Anything not measured is recorded as such, never counted as a pass or a fail.
+  is above `max_bleed` (asked bare, and asked inside the tagged rows' system prompts and tools when they have
+  any: each rate has the bound), or when it keeps a tool call on fewer than `min_tool_retention` of the tool
+  probes where the reference calls one. Anything not measured is recorded as such, never counted as a pass or a fail.
 """
 
 from __future__ import annotations
@@ -107,6 +108,11 @@ class GateMetrics(msgspec.Struct, kw_only=True, omit_defaults=False):
     candidate_format_rate: float | None = None
     reference_bleed_rate: float | None = None
     candidate_bleed_rate: float | None = None
+    # the same probe questions asked inside the tagged rows' system prompts and tools (None: every row is bare)
+    contexts: int = 0  # distinct (system prompt, tools) contexts among the tagged rows
+    context_probes: int = 0
+    reference_context_bleed_rate: float | None = None
+    candidate_context_bleed_rate: float | None = None
     tool_probes: int = 0
     reference_tool_calls: int = 0  # tool probes where the reference calls a tool
     tool_calls_kept: int = 0  # ... and the candidate calls one too
@@ -154,6 +160,12 @@ def decide(metrics: GateMetrics, bounds: GateBounds) -> GateResult:
             f"bleed {m.candidate_bleed_rate:.0%} of the off-distribution probes took the trained format "
             f"(the bound is {bounds.max_bleed:.0%})"
         )
+    if m.candidate_context_bleed_rate is not None and m.candidate_context_bleed_rate > bounds.max_bleed:
+        refusals.append(
+            f"bleed {m.candidate_context_bleed_rate:.0%} of the probes asked in the tagged rows' context "
+            f"({m.contexts} system prompt/tools context{'s' * (m.contexts != 1)}) took the trained format "
+            f"(the bound is {bounds.max_bleed:.0%})"
+        )
     if m.tool_retention is not None and m.tool_retention < bounds.min_tool_retention:
         refusals.append(
             f"tool calls kept on {m.tool_calls_kept}/{m.reference_tool_calls} probes where {m.reference} "
@@ -167,6 +179,8 @@ def decide(metrics: GateMetrics, bounds: GateBounds) -> GateResult:
     )
     if m.candidate_bleed_rate is not None:
         verdict += f", bleed {m.candidate_bleed_rate:.0%}"
+    if m.candidate_context_bleed_rate is not None:
+        verdict += f" ({m.candidate_context_bleed_rate:.0%} in the tagged rows' context)"
     verdict += (
         f", tool calls kept {m.tool_calls_kept}/{m.reference_tool_calls}"
         if m.tool_retention is not None

@@ -16,8 +16,9 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core import anchors, runs
+from machine_lsp.core import anchors, evals, runs
 from machine_lsp.core.schema import Message, TrainingRow, encode, encode_training_row, text_of
+from machine_lsp.jobs.greedy_cache import AnswerCache
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import MachineConfig
 
@@ -35,6 +36,7 @@ class AnchorRecord(msgspec.Struct, kw_only=True):
     planned: int = 0
     added: int = 0
     counts: dict[str, int] = msgspec.field(default_factory=dict)  # by source: pool, agent_turns
+    pool_in_context: int = 0  # pool requests asked inside a tagged row's system prompt and tools
     with_tools: int = 0  # anchors whose prompt declares `tools`
     tool_calls: int = 0  # ... and whose base-model answer calls one
     dropped: int = 0  # answers cut by the token limit with nothing left to keep
@@ -44,9 +46,15 @@ class AnchorRecord(msgspec.Struct, kw_only=True):
 
 
 def add_anchors(
-    ctx: JobContext, config: MachineConfig, engine: Any, trainer: Any, model: str, labelled: Labelled
+    ctx: JobContext,
+    config: MachineConfig,
+    run: tuple[Any, Any, str],
+    labelled: Labelled,
+    answers: AnswerCache,
 ) -> Labelled:
-    """The rows to train on: `labelled` plus the anchors (none when scope is off or the data is a file)."""
+    """The rows to train on: `labelled` plus the anchors (none when scope is off or the data is a file); the base
+    model's answers come from (and go to) the greedy-answer cache."""
+    engine, trainer, model = run
     cfg = config.train
     record = AnchorRecord(scope=cfg.scope, ratio=cfg.anchor_ratio, tagged_rows=len(labelled))
     if cfg.scope == "off":
@@ -60,9 +68,10 @@ def add_anchors(
         return labelled
     prompts = _prompts(ctx, config, labelled, record.planned)
     ctx.progress(0, len(prompts), f"anchors: the base model answers {len(prompts)} prompts", force=True)
-    rows = _answer(ctx, _base_sampler(engine, trainer, model), prompts, record)
+    rows = _answer(ctx, answers.base(engine, _base_sampler(engine, trainer, model), model), prompts, record)
     record.added = len(rows)
     record.counts = {s: sum(1 for p, _ in rows if p.source == s) for s in anchors.SOURCES}
+    record.pool_in_context = sum(1 for p, _ in rows if p.origin == anchors.IN_CONTEXT_ORIGIN)
     record.path, record.sha256 = _snapshot(ctx, [row for _, row in rows])
     ctx.update(anchors=msgspec.to_builtins(record))
     ctx.log(
@@ -80,12 +89,15 @@ def _prompts(
     probes = _probe_questions(ctx, config)
     turns = _agent_turn_prompts(ctx, labelled, probes)
     n_turns, n_pool = anchors.split_sources(total, len(turns))
-    return turns[:n_turns] + anchors.pool_prompts(config.train.seed, n_pool, probes)
+    contexts = evals.distinct_contexts(
+        evals.row_context(row.messages, row.extra.get("tools")) for _where, row in labelled
+    )
+    pool = anchors.pool_prompts(config.train.seed, n_pool, probes)
+    return turns[:n_turns] + anchors.in_tagged_contexts(pool, contexts)
 
 
 def _probe_questions(ctx: JobContext, config: MachineConfig) -> list[str]:
     """What the gate probes with (bleed questions, the user's extra ones, the tool probes): kept out of anchors."""
-    from machine_lsp.core import evals
     from machine_lsp.core.tool_probes import TOOL_PROBES
     from machine_lsp.jobs.data import resolve
 

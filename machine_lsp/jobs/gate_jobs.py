@@ -21,6 +21,8 @@ from machine_lsp.core.schema import TrainingRow, encode, encode_training_row, te
 from machine_lsp.core.tool_probes import probe_conversations
 from machine_lsp.core.trained_in import row_key
 from machine_lsp.jobs.data import resolve
+from machine_lsp.jobs.greedy_cache import AnswerCache
+from machine_lsp.jobs.phase_clock import PhaseClock
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import MachineConfig
 
@@ -36,6 +38,8 @@ class HeldOut(msgspec.Struct, kw_only=True):
     source: str = ""
     skip: str | None = None  # why the gate will not run
     split: dict[str, Any] | None = None
+    # the tagged rows' distinct system prompts and `tools`: the bleed probe is asked inside each of them too
+    contexts: list[evals.ProbeContext] = msgspec.field(default_factory=list)
 
 
 Labelled = list[tuple[str, TrainingRow]]
@@ -45,6 +49,16 @@ def hold_out(
     ctx: JobContext, config: MachineConfig, labelled: Labelled, snapshot: runs.DataSnapshot
 ) -> tuple[Labelled, runs.DataSnapshot, HeldOut]:
     """The rows to train on, their snapshot, and the held-out set (or why there is none)."""
+    rows, snapshot, held = _hold_out(ctx, config, labelled, snapshot)
+    held.contexts = evals.distinct_contexts(
+        evals.row_context(row.messages, row.extra.get("tools")) for _where, row in labelled
+    )
+    return rows, snapshot, held
+
+
+def _hold_out(
+    ctx: JobContext, config: MachineConfig, labelled: Labelled, snapshot: runs.DataSnapshot
+) -> tuple[Labelled, runs.DataSnapshot, HeldOut]:
     if not config.gate.enabled:
         return labelled, snapshot, HeldOut(skip="the gate is off ([gate] enabled = false)")
     if config.eval.data:
@@ -146,23 +160,34 @@ def _snapshot(
 
 
 def run_gate(
-    ctx: JobContext, config: MachineConfig, engine: Any, trainer: Any, model: str, held: HeldOut
+    ctx: JobContext,
+    config: MachineConfig,
+    engine: Any,
+    trainer: Any,
+    model: str,
+    held: HeldOut,
+    clock: PhaseClock | None = None,
+    answers: AnswerCache | None = None,
 ) -> gate.GateResult:
-    """Evaluate the final checkpoint against the reference, record the verdict (and a promotion)."""
+    """Evaluate the final checkpoint against the reference, record the verdict (and a promotion); each stage's
+    seconds go to `clock`, and the answers of unchanged models come from (and go to) the greedy-answer cache."""
     from machine_lsp.core.store import Store
 
+    clock = clock or PhaseClock()
     machine_dir = Store.open(ctx.cwd).root
+    answers = answers or AnswerCache(machine_dir)
     candidate = ctx.manifest.last_checkpoint
     if held.skip is not None or candidate is None:
         result = gate.skipped(held.skip or "the run saved no checkpoint")
     else:
         try:
-            result = _evaluate(ctx, config, engine, trainer, model, held, machine_dir)
+            result = _evaluate(ctx, config, (engine, trainer, model), held, answers, clock)
         except JobError as exc:  # the checkpoint is trained and saved: a failed evaluation must not undo that
             result = gate.skipped(f"the evaluation failed: {exc}")
     if result.promoted and candidate is not None:
         try:
-            promotions.promote(machine_dir, candidate, by="gate", reason=result.reason, run_id=ctx.run_id)
+            with clock.phase("promotion"):
+                promotions.promote(machine_dir, candidate, by="gate", reason=result.reason, run_id=ctx.run_id)
         except promotions.PromotionError as exc:
             result = gate.GateResult(promoted=False, reason=f"not promoted: {exc}", metrics=result.metrics)
     ctx.update(gate=msgspec.to_builtins(result))
@@ -174,31 +199,20 @@ def run_gate(
 def _evaluate(
     ctx: JobContext,
     config: MachineConfig,
-    engine: Any,
-    trainer: Any,
-    model: str,
+    run: tuple[Any, Any, str],
     held: HeldOut,
-    machine_dir: Path,
+    answers: AnswerCache,
+    clock: PhaseClock,
 ) -> gate.GateResult:
+    _engine, trainer, _model = run
     metrics = gate.GateMetrics(reference="base", eval_rows=len(held.cases), eval_source=held.source)
-    reference = _reference_sampler(ctx, engine, trainer, model, machine_dir, metrics)
-    candidate = trainer.sampler()
-    max_tokens = _answer_tokens(held.cases, config.eval.max_tokens)
-    scored = []
-    for label, sampler in (("reference", reference), ("candidate", candidate)):
-        ctx.progress(0, None, f"gate: {label} answers {len(held.cases)} held-out rows", force=True)
-        outputs = _answers(
-            sampler, [(c.messages, t) for c, t in zip(held.cases, held.tools, strict=True)], max_tokens
-        )
-        try:
-            scored.append(
-                evals.score_rows(
-                    held.cases, outputs, format_pattern=config.eval.format_pattern, grader=config.eval.grader
-                )
-            )
-        except evals.EvalError as exc:
-            raise JobError(str(exc)) from None
-    ref_rows, cand_rows = scored
+    with clock.phase("gate: reference model"):
+        reference = _reference_sampler(run, answers, metrics)
+    candidate = answers.candidate(trainer.sampler(), ctx.manifest.last_checkpoint)
+    samplers = (("reference", reference), ("candidate", candidate))
+    ref_rows, cand_rows = (
+        _held_out_rows(ctx, config, held, label, sampler, clock) for label, sampler in samplers
+    )
     metrics.gained, metrics.lost = gate.paired_counts(
         [r.correct for r in ref_rows], [r.correct for r in cand_rows]
     )
@@ -206,9 +220,14 @@ def _evaluate(
     metrics.candidate_correct = sum(r.correct for r in cand_rows)
     metrics.reference_format_rate = sum(r.format_ok for r in ref_rows) / len(ref_rows)
     metrics.candidate_format_rate = sum(r.format_ok for r in cand_rows) / len(cand_rows)
-    metrics.reference_bleed_rate = _bleed(ctx, config, reference, "reference")
-    metrics.candidate_bleed_rate = _bleed(ctx, config, candidate, "candidate")
-    _tool_probe(ctx, reference, candidate, metrics)
+    metrics.contexts = len(held.contexts)
+    metrics.context_probes = len(evals.context_probes(evals.probe_prompts(), held.contexts))
+    for label, sampler in samplers:
+        with clock.phase(f"gate: bleed probe, {label}"):
+            rate, in_context = _bleed(ctx, config, sampler, label, held.contexts)
+        setattr(metrics, f"{label}_bleed_rate", rate)
+        setattr(metrics, f"{label}_context_bleed_rate", in_context)
+    _tool_probe(ctx, reference, candidate, metrics, clock)
     bounds = gate.GateBounds(
         alpha=config.gate.alpha,
         max_bleed=config.gate.max_bleed,
@@ -217,26 +236,46 @@ def _evaluate(
     return gate.decide(metrics, bounds)
 
 
-def _reference_sampler(
-    ctx: JobContext, engine: Any, trainer: Any, model: str, machine_dir: Path, metrics: gate.GateMetrics
-) -> Any:
-    """The promoted checkpoint's sampler, else the base model's (the trainer's own weights, adapter off)."""
+def _held_out_rows(
+    ctx: JobContext, config: MachineConfig, held: HeldOut, label: str, sampler: Any, clock: PhaseClock
+) -> list[Any]:
+    """One side's graded answers to the held-out rows."""
+    max_tokens = _answer_tokens(held.cases, config.eval.max_tokens)
+    ctx.progress(0, None, f"gate: {label} answers {len(held.cases)} held-out rows", force=True)
+    with clock.phase(f"gate: held-out rows, {label}"):
+        outputs = _answers(
+            sampler, [(c.messages, t) for c, t in zip(held.cases, held.tools, strict=True)], max_tokens
+        )
+    try:
+        return evals.score_rows(
+            held.cases, outputs, format_pattern=config.eval.format_pattern, grader=config.eval.grader
+        )
+    except evals.EvalError as exc:
+        raise JobError(str(exc)) from None
+
+
+def _reference_sampler(run: tuple[Any, Any, str], answers: AnswerCache, metrics: gate.GateMetrics) -> Any:
+    """The promoted checkpoint's sampler, else the base model's (the trainer's own weights, adapter off); both
+    behind the greedy-answer cache (a promoted checkpoint loads only for answers it has not given yet)."""
     from machine_lsp.engines.base import EngineError
 
+    engine, trainer, model = run
     try:
-        promoted = promotions.read_log(machine_dir).current()
+        promoted = promotions.read_log(answers.machine_dir).current()
     except promotions.PromotionError as exc:
         metrics.notes.append(f"promotions record unreadable ({exc}): compared with the base model")
         promoted = None
     if promoted and promoted != "base":
         try:
-            sampler = engine.sampler_for(model, promoted)
+            template = trainer.sampler() if hasattr(trainer, "sampler") else None
+            cached = answers.checkpoint(engine, model, promoted, template) if template else None
+            sampler = cached or engine.sampler_for(model, promoted)
             metrics.reference = promoted
             return sampler
         except EngineError as exc:
             metrics.notes.append(f"the promoted {promoted} cannot load ({exc}): compared with the base model")
     if hasattr(trainer, "base_sampler"):
-        return trainer.base_sampler()
+        return answers.base(engine, trainer.base_sampler(), model)
     try:
         return engine.sampler_for(model, None)
     except EngineError as exc:
@@ -263,29 +302,51 @@ def _answers(sampler: Any, prompts: list[tuple[list[Any], Any]], max_tokens: int
         raise JobError(f"gate sampling: {exc}", kind="engine") from None
 
 
-def _bleed(ctx: JobContext, config: MachineConfig, sampler: Any, label: str) -> float:
+def _bleed(
+    ctx: JobContext, config: MachineConfig, sampler: Any, label: str, contexts: list[evals.ProbeContext]
+) -> tuple[float, float | None]:
+    """The bleed rate of the bare probe, and of the same questions asked in the tagged rows' contexts (None when
+    every tagged row is bare)."""
     questions = evals.probe_prompts()
     ctx.progress(0, None, f"gate: bleed probe of the {label}", force=True)
     tokens = min(config.eval.max_tokens, BLEED_PROBE_TOKENS)
-    outputs = _answers(sampler, [(evals.probe_messages(q), None) for q in questions], tokens)
     pattern = config.eval.bleed_pattern or evals.default_bleed_pattern(config.eval.format_pattern)
-    return evals.score_probe(questions, outputs, bleed_pattern=pattern).bleed_rate
+    bare = [(evals.probe_messages(q), None) for q in questions]
+    in_context = evals.context_probes(questions, contexts)
+    outputs = _answers(sampler, bare + in_context, tokens)
+    rate = evals.score_probe(questions, outputs[: len(bare)], bleed_pattern=pattern).bleed_rate
+    if not in_context:
+        return rate, None
+    return rate, evals.score_probe(questions, outputs[len(bare) :], bleed_pattern=pattern).bleed_rate
 
 
-def _tool_probe(ctx: JobContext, reference: Any, candidate: Any, metrics: gate.GateMetrics) -> None:
+def _tool_probe(
+    ctx: JobContext, reference: Any, candidate: Any, metrics: gate.GateMetrics, clock: PhaseClock
+) -> None:
     probes = probe_conversations()
     if not hasattr(reference, "sample_tokens") or not hasattr(candidate, "sample_tokens"):
         metrics.notes.append("tool probe not run: this engine's sampler takes no `tools`")
         return
     ctx.progress(0, None, "gate: tool probe", force=True)
-    calls = [_calls_tool(sampler, probes) for sampler in (reference, candidate)]
+    with clock.phase("gate: tool probe, reference"):
+        reference_calls = _calls_tool(reference, probes)
+    # Retention counts only the probes where the reference calls a tool: the candidate is asked those alone.
+    asked = [i for i, called in enumerate(reference_calls) if called]
+    candidate_calls = [False] * len(probes)
+    with clock.phase("gate: tool probe, candidate"):
+        for i, called in zip(asked, _calls_tool(candidate, [probes[i] for i in asked]), strict=True):
+            candidate_calls[i] = called
     metrics.tool_probes = len(probes)
-    metrics.reference_tool_calls, metrics.tool_calls_kept = gate.tool_retention(*calls)
+    metrics.reference_tool_calls, metrics.tool_calls_kept = gate.tool_retention(
+        reference_calls, candidate_calls
+    )
 
 
 def _calls_tool(sampler: Any, probes: list[tuple[list[Any], list[Any]]]) -> list[bool]:
     from machine_lsp.engines import render
 
+    if not probes:
+        return []
     tokens = [render.prompt_tokens(m, sampler.renderer, tools) for m, tools in probes]
     calls = []
     for out in sampler.sample_tokens(tokens, TOOL_PROBE_TOKENS):

@@ -83,6 +83,8 @@ def _measured(gate: dict[str, Any]) -> str:
     )
     if metrics.get("candidate_bleed_rate") is not None:
         text += f"; bleed {metrics['candidate_bleed_rate']:.0%} of the off-distribution probes"
+    if metrics.get("candidate_context_bleed_rate") is not None:
+        text += f" ({metrics['candidate_context_bleed_rate']:.0%} asked in the tagged rows' context)"
     if metrics.get("tool_retention") is not None:
         text += f"; tool calls kept on {metrics['tool_calls_kept']}/{metrics['reference_tool_calls']} probes"
     else:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
@@ -35,6 +36,8 @@ from machine_lsp.jobs.anchor_jobs import add_anchors
 from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.data import leave_out_eval_rows
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
+from machine_lsp.jobs.greedy_cache import AnswerCache
+from machine_lsp.jobs.phase_clock import PhaseClock
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.jobs.step_data import StepData, load_rows, step_data
 from machine_lsp.scaffold.config import TRAIN_KEYS, MachineConfig, TrainSection
@@ -135,18 +138,21 @@ def _train(
         from machine_lsp.jobs.staged_train import train_staged
 
         return train_staged(ctx, config, args.resume, smoke, args.sample_max_tokens)
-    loaded, held = _rows(ctx, config, smoke)
+    clock, answers = PhaseClock(), AnswerCache(_machine_dir(ctx))
+    with clock.phase("rows, engine"):
+        loaded, held = _rows(ctx, config, smoke)
+        engine = make_engine(ctx, cfg.engine, cfg.threads)
+        model = served_model(ctx, engine, cfg.resolved_model())
+        renderer = _renderer(engine, model)
     snapshot = loaded.snapshot
-    engine = make_engine(ctx, cfg.engine, cfg.threads)
-    model = served_model(ctx, engine, cfg.resolved_model())
-    renderer = _renderer(engine, model)
     start_step, resume_from = (0, None) if smoke else _resume(ctx, args.resume, cfg.engine)
-    trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
+    with clock.phase("model load"):
+        trainer = _create_trainer(ctx, engine, model, cfg, resume_from)
     tagged = len(loaded.rows)
     if held is not None and cfg.objective == "sft":  # scoped: the base model answers other prompts first
-        loaded = msgspec.structs.replace(
-            loaded, rows=add_anchors(ctx, config, engine, trainer, model, loaded.rows)
-        )
+        with clock.phase("anchors (base model answers)"):
+            rows = add_anchors(ctx, config, (engine, trainer, model), loaded.rows, answers)
+        loaded = msgspec.structs.replace(loaded, rows=rows)
     data = step_data(ctx, cfg, loaded, renderer)
     size = _run_size(ctx, data, cfg, smoke, anchors=len(loaded.rows) - tagged)
     plan = schedule(data.count, cfg, size)
@@ -156,19 +162,26 @@ def _train(
     loop = _TrainLoop(ctx, cfg, trainer, data, plan, start_step)
     sample: dict[str, str] | None = None
     try:
-        loop.run(smoke)
+        with clock.phase(f"training ({len(plan) - start_step} steps, checkpoint save)"):
+            loop.run(smoke)
         if smoke:
             sample = _sample_one(ctx, trainer, data.prompt(plan[0][0]), len(plan), args.sample_max_tokens)
     finally:
         loss_png = loop.close()
     result, message = _outcome(ctx, cfg, model, loop, snapshot, loss_png, sample if smoke else None, smoke)
     if held is not None:
-        verdict = run_gate(ctx, config, engine, trainer, model, held)
-        result["plan"] = msgspec.to_builtins(size)
-        result["anchors"] = ctx.manifest.anchors
+        verdict = run_gate(ctx, config, engine, trainer, model, held, clock, answers)
+        result.update(plan=msgspec.to_builtins(size), anchors=ctx.manifest.anchors)
         result["gate"] = msgspec.to_builtins(verdict)
         message += f"; {verdict.reason}"
+    result.update(timings=clock.as_dict(), greedy_cache=msgspec.to_builtins(answers.stats))
     return result, message
+
+
+def _machine_dir(ctx: JobContext) -> Path:
+    from machine_lsp.core.store import Store
+
+    return Store.open(ctx.cwd).root
 
 
 def _rows(ctx: JobContext, config: MachineConfig, smoke: bool) -> tuple[Any, HeldOut | None]:

@@ -86,3 +86,18 @@ def test_the_plan_counts_the_anchors(tmp_path) -> None:
     off = estimate_job("retrain", tmp_path, {"scope": "off"})
     assert off is not None and off.size is not None and off.size.anchors == 0
     assert "anchors" not in off.describe()
+
+
+def test_every_second_pool_request_is_asked_in_a_tagged_context() -> None:
+    system = Message(role="system", content="You are a coding agent.")
+    tool = {"type": "function", "function": {"name": "run_shell", "parameters": {"type": "object"}}}
+    contexts = evals.distinct_contexts(
+        [evals.row_context([system, Message(role="user", content="2+2?")], [tool]), None]
+    )
+    pool = anchors.pool_prompts(0, 4, [])
+    placed = anchors.in_tagged_contexts(pool, contexts)
+    assert [p.messages[-1] for p in placed] == [p.messages[-1] for p in pool]  # the same requests
+    assert [len(p.messages) for p in placed] == [1, 2, 1, 2]
+    assert placed[1].messages[0] == system and placed[1].tools == [tool]
+    assert placed[1].origin == anchors.IN_CONTEXT_ORIGIN and placed[0].tools is None
+    assert anchors.in_tagged_contexts(pool, []) == pool  # bare tagged rows: bare anchors

@@ -259,3 +259,30 @@ def test_result_schema_is_strict_on_types(tmp_path: Path) -> None:
     with pytest.raises(EvalError, match="not an eval result file"):
         evals.load_result(bad)
     assert msgspec.json.decode(evals.encode_result(_result("x", [_row(1, True)])))["schema_version"] == 1
+
+
+def test_the_bleed_probe_is_also_asked_in_the_tagged_rows_contexts() -> None:
+    from machine_lsp.core.schema import Message
+
+    pi = Message(role="system", content="You are Pi, a coding agent.")
+    other = Message(role="system", content="You are a terse helper.")
+    tool = {"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}
+    user = Message(role="user", content="What is 2 plus 3?")
+    rows = [
+        ([pi, user], [tool]),
+        ([pi, user], [tool]),
+        ([user], None),
+        ([other, user], None),
+        ([pi, user], None),
+    ]
+    contexts = evals.distinct_contexts(evals.row_context(m, t) for m, t in rows)
+    assert len(contexts) == 3  # Pi with tools, Pi without, the other prompt; the bare row adds none
+    assert evals.distinct_contexts(evals.row_context(m, t) for m, t in reversed(rows)) == contexts  # by hash
+    probes = evals.context_probes(evals.BUILTIN_PROBES, contexts)
+    assert len(probes) == len(evals.BUILTIN_PROBES)
+    for i, (messages, tools) in enumerate(probes):
+        context = contexts[i % 3]
+        assert messages == [*context.system, Message(role="user", content=evals.BUILTIN_PROBES[i])]
+        assert tools == (list(context.tools) if context.tools else None)
+    assert evals.context_probes(evals.BUILTIN_PROBES, []) == []
+    assert evals.row_context([user], []) is None

@@ -66,3 +66,21 @@ def test_bleed_and_tool_retention_bounds() -> None:
     assert (base, kept) == (3, 1)
     dropped = gate.decide(_metrics(reference_tool_calls=base, tool_calls_kept=kept), gate.GateBounds())
     assert not dropped.promoted and "tool calls kept on 1/3" in dropped.reason
+
+
+def test_bleed_in_the_tagged_rows_context_has_the_same_bound() -> None:
+    # measured: a checkpoint taught in Pi's context bled 0/10 bare and 2/10 asked with Pi's system prompt
+    in_context = _metrics(
+        candidate_bleed_rate=0.0, candidate_context_bleed_rate=0.2, contexts=1, context_probes=12
+    )
+    refused = gate.decide(in_context, gate.GateBounds(max_bleed=0.1))
+    assert not refused.promoted
+    assert "bleed 20% of the probes asked in the tagged rows' context (1 system prompt/tools context)" in (
+        refused.reason
+    )
+    kept = gate.decide(
+        _metrics(candidate_bleed_rate=0.0, candidate_context_bleed_rate=0.0, contexts=2), gate.GateBounds()
+    )
+    assert kept.promoted and "(0% in the tagged rows' context)" in kept.reason
+    bare = gate.decide(_metrics(candidate_bleed_rate=0.0), gate.GateBounds())  # every tagged row bare
+    assert bare.promoted and "context" not in bare.reason

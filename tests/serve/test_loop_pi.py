@@ -35,7 +35,10 @@ from capture_agents import AgentMissing, AgentRun, agent_executable  # noqa: E40
 
 pytestmark = [pytest.mark.slow, pytest.mark.agents]
 PI_QUESTIONS = [(3, 4), (12, 30)]  # asked by Pi itself
-REPLAYED = [(a + 5, 2 * a + 9) for a in range(18)]  # asked in Pi's context (its system prompt) over the API
+# Asked in Pi's context (its system prompt) over the API. With Pi's two, 12 tagged turns: the gate's minimum for its
+# held-out split (6 held out, 6 trained), so the run is as small as a gated one can be (each row carries Pi's
+# ~1.5k-token prompt: the tagged rows' count is what this test's training costs).
+REPLAYED = [(a + 5, 2 * a + 9) for a in range(10)]
 NEW_QUESTION = (51, 16)
 FORM = re.compile(r"answer: \d+")
 WAIT_S = 900.0  # a bound for a loaded 2-core machine, not an expectation
@@ -159,6 +162,10 @@ def test_pi_answers_in_the_taught_style_after_retrain_with_the_server_up(
     promoted = promotions.read_log(project / ".machine").current()
     assert promoted is not None, done.stdout[-3000:]
     assert "Promoted:" in done.stdout, done.stdout[-3000:]  # the retrain's one-paragraph summary
+    gate = runs.list_runs(project / ".machine" / "runs")[0][1].gate  # type: ignore[union-attr]
+    metrics = gate["metrics"] if gate else {}
+    # the bleed probe was also asked inside Pi's system prompt and tools, and stayed within the bound there
+    assert metrics["contexts"] >= 1 and metrics["candidate_context_bleed_rate"] is not None, metrics
 
     now = _wait_for_checkpoint(server, promoted)
     assert now["swaps"] == 1 and now["swap_error"] is None, now

@@ -39,9 +39,13 @@ from machine_lsp.core.evals.grading import (
 )
 from machine_lsp.core.evals.probe import (
     BUILTIN_PROBES,
+    ProbeContext,
+    context_probes,
+    distinct_contexts,
     load_probe_questions,
     probe_messages,
     probe_prompts,
+    row_context,
     score_probe,
 )
 from machine_lsp.core.evals.results import (
@@ -67,6 +71,7 @@ __all__ = [
     "EvalError",
     "EvalResult",
     "Grader",
+    "ProbeContext",
     "ProbeReport",
     "ProbeResult",
     "ProbeRow",
@@ -78,7 +83,9 @@ __all__ = [
     "case_from_obj",
     "compare",
     "compile_pattern",
+    "context_probes",
     "default_bleed_pattern",
+    "distinct_contexts",
     "encode_result",
     "format_ok",
     "grade",
@@ -89,6 +96,7 @@ __all__ = [
     "mcnemar_exact_p",
     "probe_messages",
     "probe_prompts",
+    "row_context",
     "score_probe",
     "score_rows",
 ]

@@ -1,10 +1,17 @@
-"""The style-bleed probe: off-distribution questions; a row *bleeds* when its answer takes the trained format."""
+"""The style-bleed probe: off-distribution questions; a row *bleeds* when its answer takes the trained format.
+
+Asked bare (a user message alone) and, for tagged rows that came with a system prompt or `tools` (an agent's turns),
+inside those contexts too (`context_probes`): a style taught in an agent's context can bleed there while the bare
+probe sees none (measured: a checkpoint trained on 20 turns in Pi's context bled 0/10 bare, 2/10 in Pi's context).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -118,3 +125,49 @@ def score_probe(
 
 def probe_messages(question: str) -> list[Message]:
     return [Message(role="user", content=question)]
+
+
+class ProbeContext(msgspec.Struct, frozen=True, kw_only=True):
+    """What a tagged row's request is asked inside: its leading system messages and its OpenAI `tools`."""
+
+    system: tuple[Message, ...] = ()
+    tools: tuple[Any, ...] | None = None
+
+
+def row_context(messages: Sequence[Message], tools: Any) -> ProbeContext | None:
+    """A row's context (its leading system/developer messages and `tools`); None for a bare row (no system
+    prompt, no tools: the plain probe already asks like that)."""
+    system: list[Message] = []
+    for message in messages:
+        if message.role not in ("system", "developer"):
+            break
+        system.append(message)
+    has_tools = isinstance(tools, list) and bool(tools)
+    if not system and not has_tools:
+        return None
+    return ProbeContext(system=tuple(system), tools=tuple(tools) if has_tools else None)
+
+
+def distinct_contexts(contexts: Iterable[ProbeContext | None]) -> list[ProbeContext]:
+    """The distinct contexts, in a deterministic order (by a hash of each, not by row order)."""
+    by_key: dict[str, ProbeContext] = {}
+    for context in contexts:
+        if context is not None:
+            payload = msgspec.json.encode(context)
+            by_key.setdefault(hashlib.sha256(payload).hexdigest(), context)
+    return [by_key[key] for key in sorted(by_key)]
+
+
+def context_probes(
+    questions: Sequence[str], contexts: Sequence[ProbeContext]
+) -> list[tuple[list[Message], Any]]:
+    """(messages, tools) of each probe question asked inside a tagged context: question i in context i mod n.
+    Nothing when there is no context (bare rows only)."""
+    if not contexts:
+        return []
+    probes = []
+    for i, question in enumerate(questions):
+        context = contexts[i % len(contexts)]
+        tools = list(context.tools) if context.tools else None
+        probes.append(([*context.system, Message(role="user", content=question)], tools))
+    return probes
