@@ -38,13 +38,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     init.add_argument("--force", action="store_true", help="overwrite eval.py")
     init.set_defaults(func=_eval_init)
 
-    split = ev_sub.add_parser(
-        "split",
-        help="hold out tagged good rows as the eval set ([eval] data, else eval.jsonl); store runs skip them",
-    )
-    split.add_argument("--out", metavar="FILE", help="the eval file (default: [eval] data, else eval.jsonl)")
-    split.add_argument("--force", action="store_true", help="replace an existing eval file with a new split")
-    split.set_defaults(func=_eval_split)
+    _register_split(ev_sub)
 
     base = ev_sub.add_parser("baseline", help="evaluate the base model -> eval_results/baseline.json")
     base.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
@@ -80,6 +74,16 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
     _eval_common(probe)
     probe.set_defaults(func=_eval_probe)
+
+
+def _register_split(ev_sub: argparse._SubParsersAction) -> None:
+    split = ev_sub.add_parser(
+        "split",
+        help="hold out tagged good rows as the eval set ([eval] data, else eval.jsonl); store runs skip them",
+    )
+    split.add_argument("--out", metavar="FILE", help="the eval file (default: [eval] data, else eval.jsonl)")
+    split.add_argument("--force", action="store_true", help="replace an existing eval file with a new split")
+    split.set_defaults(func=_eval_split)
 
 
 def _register_pairs(ev_sub: argparse._SubParsersAction) -> None:

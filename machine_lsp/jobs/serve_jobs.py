@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import signal
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -59,23 +60,10 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
         target = servable(args.checkpoint, machine_dir)
     except CheckpointError as exc:
         raise JobError(str(exc)) from None
-    from machine_lsp.engines.base import EngineError
-    from machine_lsp.serve import generation, server
+    from machine_lsp.serve import server
     from machine_lsp.serve.served_log import ServedLog
 
-    try:
-        sock = server.bind(HOST, args.port)
-    except OSError as exc:
-        raise JobError(bind_error(exc, HOST, args.port), kind="usage") from None
-    ctx.progress(0, None, f"loading {target.address} ({target.base_model}) …", force=True)
-    try:
-        loaded = generation.load(target.directory, base_model=target.base_model, store_root=machine_dir)
-    except EngineError as exc:
-        sock.close()
-        raise JobError(str(exc), kind="engine") from None
-    except BaseException:
-        sock.close()
-        raise
+    sock, loaded = _bind_and_load(ctx, args.port, target, machine_dir)
     settings = server.ServeSettings(
         model_name=agents.MODEL_ID,
         checkpoint=target.address,
@@ -100,6 +88,27 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
         )
     )
     return served, f"stopped serving {served['checkpoint']}"
+
+
+def _bind_and_load(ctx: JobContext, port: int, target: Any, machine_dir: Path) -> tuple[Any, Any]:
+    """The listening socket (bound first: a busy port fails before the model loads) and the loaded checkpoint."""
+    from machine_lsp.engines.base import EngineError
+    from machine_lsp.serve import generation, server
+
+    try:
+        sock = server.bind(HOST, port)
+    except OSError as exc:
+        raise JobError(bind_error(exc, HOST, port), kind="usage") from None
+    ctx.progress(0, None, f"loading {target.address} ({target.base_model}) …", force=True)
+    try:
+        loaded = generation.load(target.directory, base_model=target.base_model, store_root=machine_dir)
+    except EngineError as exc:
+        sock.close()
+        raise JobError(str(exc), kind="engine") from None
+    except BaseException:
+        sock.close()
+        raise
+    return sock, loaded
 
 
 async def _until_stopped(run: Any, *args: Any, **kwargs: Any) -> None:
