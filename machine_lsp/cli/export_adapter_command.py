@@ -12,11 +12,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from machine_lsp.core.store import find_machine_dir
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 FORMATS = ("peft", "gguf-lora", "gguf-merged")
 
 

@@ -145,7 +145,7 @@ class AnswerCache:
         """A local checkpoint's answers, its model loaded only on a miss; None when it cannot be cached (load
         it the usual way). `template`: a sampler of the same base model (renderer, tokenizer, stop tokens)."""
         from machine_lsp.engines.base import EngineError, resolve_local_checkpoint
-        from machine_lsp.engines.local import read_manifest, same_model
+        from machine_lsp.engines.local.local import read_manifest, same_model
 
         if not hasattr(template, "sample_tokens") or not address.startswith("local://"):
             return None
