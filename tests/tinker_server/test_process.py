@@ -60,6 +60,11 @@ def machine_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def sleeper() -> subprocess.Popen[bytes]:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=TOKEN_ENV)
+    # Between fork and exec /proc/PID/cmdline is still pytest's; a record taken then names the wrong program (seen
+    # on a loaded machine). Wait for the exec, bounded generously, so the record is the sleeper's own.
+    deadline = time.monotonic() + 120
+    while "time.sleep(60)" not in " ".join(_cmdline(proc.pid)) and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc
     proc.kill()
     proc.wait()
