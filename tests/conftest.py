@@ -90,12 +90,16 @@ def closed_port() -> int:
 
 _SUITE_SECONDS: dict[str, float] = {}
 _SUITE_TESTS: dict[str, int] = {}
+_FILE_SECONDS: dict[str, float] = {}
+SLOWEST_FILES = 15
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     parts = Path(report.nodeid.split("::", 1)[0]).parts
     suite = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
     _SUITE_SECONDS[suite] = _SUITE_SECONDS.get(suite, 0.0) + report.duration
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
     if report.when == "call":
         _SUITE_TESTS[suite] = _SUITE_TESTS.get(suite, 0) + 1
 
@@ -107,3 +111,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for suite, seconds in sorted(_SUITE_SECONDS.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{seconds:8.1f} s  {_SUITE_TESTS.get(suite, 0):4d} tests  {suite}")
     terminalreporter.write_line(f"{sum(_SUITE_SECONDS.values()):8.1f} s  in all")
+    # The files behind those minutes (module fixtures such as a server or a trained checkpoint count here).
+    terminalreporter.section(f"the {SLOWEST_FILES} slowest test files")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda item: -item[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {path}")
