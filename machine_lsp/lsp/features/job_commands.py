@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from machine_lsp.core.verb_registry import VERBS, lsp_verb
+from machine_lsp.core.verb_registry import VERBS, lsp_verb, palette_title
 from machine_lsp.lsp.arguments import optional_str, path_arg
 from machine_lsp.lsp.confirm import confirm_run
 from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
@@ -130,7 +130,9 @@ class JobCommandsFeature(LanguageFeature):
             job_id = running[0]
         if not isinstance(job_id, str) or job_id not in self.jobs.jobs:
             raise CommandError(message=f"no job {job_id!r}")
-        cancelled = await self.jobs.cancel(job_id, reason="cancelled by machine.jobs.cancel")
+        cancelled = await self.jobs.cancel(
+            job_id, reason=f"cancelled by {palette_title('machine.jobs.cancel')}"
+        )
         job = await self.jobs.ended(job_id, CANCEL_WAIT_S)
         return CancelReply(cancelled=cancelled, **msgspec.structs.asdict(job.summary()))
 

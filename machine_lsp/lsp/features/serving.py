@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from machine_lsp.core.verb_registry import lsp_job
+from machine_lsp.core.verb_registry import lsp_job, palette_title
 from machine_lsp.jobs import events as ev
 from machine_lsp.lsp.arguments import stripped_str
 from machine_lsp.lsp.features import (
@@ -208,7 +208,7 @@ class ServingFeature(LanguageFeature):
         cur = self.current
         if cur is None or not cur.running:  # no job_id: nothing was stopped now
             return ServeReply(status="stopped", message="nothing is being served")
-        await self.jobs.cancel(cur.job.id, reason="stopped by machine.serve.stop")
+        await self.jobs.cancel(cur.job.id, reason=f"stopped by {palette_title('machine.serve.stop')}")
         await self.jobs.ended(cur.job.id, STOP_WAIT_S)
         return self.reply(f"stopped serving {cur.checkpoint}")
 
@@ -303,7 +303,7 @@ class ServingFeature(LanguageFeature):
         if (
             job := self._tinker_job()
         ) is not None:  # still starting: its cancel stops the half-started server
-            await self.jobs.cancel(job.id, reason="stopped by machine.tinker.stop")
+            await self.jobs.cancel(job.id, reason=f"stopped by {palette_title('machine.tinker.stop')}")
             await self.jobs.ended(job.id, QUICK_S)
         return await self._tinker_quick(TINKER_STOP_VERB, args, "Stop Tinker server")
 
