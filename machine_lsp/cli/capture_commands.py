@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.safe_files import NotRegularFile
 from machine_lsp.core.store import find_machine_dir
@@ -46,13 +47,9 @@ def _err() -> Console:
     return Console(stderr=True, soft_wrap=True)
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    capture = sub.add_parser("capture", help="record agents' model traffic for tagging (capture proxy)")
-    capture_sub = capture.add_subparsers(dest="capture_command", metavar="VERB")
-    capture.set_defaults(func=lambda args: _missing_verb(capture))
-    proxy = capture_sub.add_parser(
-        "proxy",
-        help="a recording proxy in front of a model API (OpenAI Chat Completions / Responses, Anthropic)",
+def register(verbs: VerbParsers) -> None:
+    proxy = verbs.parser(
+        "capture proxy",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -62,11 +59,6 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     )
     proxy.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P", help="0: any free port")
     proxy.set_defaults(func=_proxy)
-
-
-def _missing_verb(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return EXIT_USAGE
 
 
 def _upstream_problem(url: str) -> str | None:

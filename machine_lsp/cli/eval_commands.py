@@ -19,34 +19,28 @@ from machine_lsp.cli.job_support import (
     confirm_cost,
     console_out,
     resolved_engine,
-    show_help,
 )
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from machine_lsp.core.evals import Comparison
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    ev_parser = train_sub.add_parser(
-        "eval", help="held-out evaluation: init, split, baseline, checkpoint, compare, probe"
-    )
-    ev_sub = ev_parser.add_subparsers(dest="eval_command", metavar="VERB")
-    ev_parser.set_defaults(func=lambda args: show_help(ev_parser))
-
-    init = ev_sub.add_parser("init", help="write eval.py (and machine.toml if missing)")
+def register(verbs: VerbParsers) -> None:
+    init = verbs.parser("train eval init")
     init.add_argument("--force", action="store_true", help="overwrite eval.py")
     init.set_defaults(func=_eval_init)
 
-    _register_split(ev_sub)
+    _register_split(verbs)
 
-    base = ev_sub.add_parser("baseline", help="evaluate the base model -> eval_results/baseline.json")
+    base = verbs.parser("train eval baseline")
     base.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     base.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
     _eval_common(base)
     base.set_defaults(func=_eval_baseline)
 
-    ck = ev_sub.add_parser("checkpoint", help="evaluate a checkpoint -> eval_results/<name>.json")
+    ck = verbs.parser("train eval checkpoint")
     ck.add_argument(
         "path",
         metavar="PATH",
@@ -57,7 +51,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     _eval_common(ck)
     ck.set_defaults(func=_eval_checkpoint)
 
-    cmp_ = ev_sub.add_parser("compare", help="compare two eval results (B against A) + chart")
+    cmp_ = verbs.parser("train eval compare")
     cmp_.add_argument("a", metavar="A.json")
     cmp_.add_argument("b", metavar="B.json")
     cmp_.add_argument("--rows", type=int, default=20, metavar="N", help="changed rows to list (default 20)")
@@ -65,9 +59,9 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     cmp_.add_argument("--no-chart", action="store_true", help="do not write the PNG chart")
     cmp_.set_defaults(func=_eval_compare)
 
-    _register_pairs(ev_sub)
+    _register_pairs(verbs)
 
-    probe = ev_sub.add_parser("probe", help="style-bleed probe of a checkpoint (or the base model)")
+    probe = verbs.parser("train eval probe")
     probe.add_argument(
         "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
     )
@@ -76,21 +70,15 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     probe.set_defaults(func=_eval_probe)
 
 
-def _register_split(ev_sub: argparse._SubParsersAction) -> None:
-    split = ev_sub.add_parser(
-        "split",
-        help="hold out tagged good rows as the eval set ([eval] data, else eval.jsonl); store runs skip them",
-    )
+def _register_split(verbs: VerbParsers) -> None:
+    split = verbs.parser("train eval split")
     split.add_argument("--out", metavar="FILE", help="the eval file (default: [eval] data, else eval.jsonl)")
     split.add_argument("--force", action="store_true", help="replace an existing eval file with a new split")
     split.set_defaults(func=_eval_split)
 
 
-def _register_pairs(ev_sub: argparse._SubParsersAction) -> None:
-    pairs = ev_sub.add_parser(
-        "pairs",
-        help="preference accuracy and mean reward margin on held-out pairs -> eval_results/pairs-<name>.json",
-    )
+def _register_pairs(verbs: VerbParsers) -> None:
+    pairs = verbs.parser("train eval pairs")
     pairs.add_argument(
         "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base"
     )
@@ -171,13 +159,13 @@ def _eval_job(args: argparse.Namespace, job: str, payload: dict[str, Any], check
 @cli_verb
 def _eval_baseline(args: argparse.Namespace) -> int:
     check_file(args.data, "eval data")
-    return _eval_job(args, "eval-baseline", _eval_payload(args, None), None)
+    return _eval_job(args, args.job_verb, _eval_payload(args, None), None)
 
 
 @cli_verb
 def _eval_checkpoint(args: argparse.Namespace) -> int:
     check_file(args.data, "eval data")
-    return _eval_job(args, "eval-checkpoint", _eval_payload(args, args.path), args.path)
+    return _eval_job(args, args.job_verb, _eval_payload(args, args.path), args.path)
 
 
 @cli_verb
@@ -192,13 +180,13 @@ def _eval_pairs(args: argparse.Namespace) -> int:
         "beta": args.beta,
         "out": args.out,
     }
-    return _eval_job(args, "eval-pairs", payload, args.path)
+    return _eval_job(args, args.job_verb, payload, args.path)
 
 
 @cli_verb
 def _eval_probe(args: argparse.Namespace) -> int:
     check_file(args.questions, "probe questions")
-    return _eval_job(args, "eval-probe", _eval_payload(args, args.path), args.path)
+    return _eval_job(args, args.job_verb, _eval_payload(args, args.path), args.path)
 
 
 @cli_verb

@@ -16,6 +16,7 @@ from machine_lsp.cli.job_support import (
     console_err,
     console_out,
 )
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core import runs
 from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
@@ -30,20 +31,16 @@ JOBS_COLUMNS = (
 )
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    jobs = sub.add_parser("jobs", help="list runs in .machine/runs, or cancel one")
-    jobs_sub = jobs.add_subparsers(dest="jobs_command", metavar="VERB")
+def register(verbs: VerbParsers) -> None:
+    jobs = verbs.parser("jobs")
     # `machine jobs` is `machine jobs list`
-    for lister in (jobs, jobs_sub.add_parser("list", help="list runs with their status")):
+    for lister in (jobs, verbs.parser("jobs list")):
         lister.add_argument("--json", action="store_true", help="print the manifests as JSON")
         lister.set_defaults(func=_jobs_list)
-    jc = jobs_sub.add_parser("cancel", help="stop a running job (SIGTERM; it records its last checkpoint)")
+    jc = verbs.parser("jobs cancel")
     jc.add_argument("run", metavar="ID", help="run id (or a unique prefix/suffix)")
     jc.set_defaults(func=_jobs_cancel)
-    jp = jobs_sub.add_parser(
-        "prune",
-        help="remove failed or old runs (never a running one, nor a checkpoint another run or eval still names)",
-    )
+    jp = verbs.parser("jobs prune")
     jp.add_argument("--failed", action="store_true", help="remove failed and lost runs")
     jp.add_argument(
         "--older-than",

@@ -1,8 +1,9 @@
 """Entry point of the `machine` CLI.
 
-Each area of the tool registers its own subcommands (see the REGISTRARS list) so that the parser is assembled
-from small modules rather than one long file. A registrar receives the top-level subparsers and the `train`
-group's subparsers and sets `func` on every parser it adds; `func(args) -> int` returns the exit code.
+The verbs, their help and their groups are the verb registry's (`core/verb_registry.py`); each area of the tool
+adds its verbs' arguments and handlers (see the REGISTRARS list) so that the parser is assembled from small modules
+rather than one long file. A registrar receives the `VerbParsers` (`cli/verb_parsers.py`), takes each of its verbs'
+parsers by the verb's words and sets `func` on it; `func(args) -> int` returns the exit code.
 Exit codes (one rule for every verb): 0 ok, 1 findings in the data or a refused tag, 2 bad usage or unreadable
 input, 3 the store (or an output file) cannot be read or written (one-line store error), 130 interrupted/cancelled.
 """
@@ -16,11 +17,11 @@ import sys
 from collections.abc import Sequence
 
 from machine_lsp import __version__
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_BROKEN_PIPE, EXIT_CANCELLED, EXIT_STORE, EXIT_USAGE, UsageError
 from machine_lsp.core.store import StoreError
 
-# Modules that expose `register(sub, train_sub) -> None`. Missing modules are skipped so that areas can land
-# independently; an import error inside an existing module is a real bug and is raised.
+# Modules that expose `register(verbs: VerbParsers) -> None`; every CLI verb of the registry is taken by one of them.
 REGISTRARS = [
     "machine_lsp.cli.tag_commands",  # good, bad, tagged, data, export
     "machine_lsp.cli.tag_edit_commands",  # untag, retag
@@ -42,24 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tag AI turns, validate chat JSONL, fine-tune and evaluate models.",
     )
     parser.add_argument("--version", action="version", version=f"machine-lsp {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    train = sub.add_parser("train", help="validate data, scaffold, smoke-test, train and evaluate")
-    train_sub = train.add_subparsers(dest="train_command", metavar="VERB")
-    train.set_defaults(func=lambda args: _missing_verb(train))
+    verbs = VerbParsers(parser.add_subparsers(dest="command", metavar="COMMAND"))
     for name in REGISTRARS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(sub, train_sub)
+        importlib.import_module(name).register(verbs)
     return parser
-
-
-def _missing_verb(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,20 +9,19 @@ from pathlib import Path
 from rich.markup import escape
 
 from machine_lsp.cli.job_support import cli_verb, console_err, console_out
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_OK, UsageError
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    promote = train_sub.add_parser(
-        "promote", help="promote a checkpoint by hand (overrides the gate, recorded)"
-    )
+def register(verbs: VerbParsers) -> None:
+    promote = verbs.parser("train promote")
     promote.add_argument("checkpoint", metavar="CHECKPOINT", help="local://RUN/NAME, tinker://..., or latest")
     promote.set_defaults(func=_promote)
-    rollback = train_sub.add_parser("rollback", help="restore the checkpoint promoted before the current one")
+    rollback = verbs.parser("train rollback")
     rollback.set_defaults(func=_rollback)
     for recorded in (promote, rollback):
         recorded.add_argument("--reason", default="by hand", help="why (kept in the record)")
-    shown = train_sub.add_parser("promoted", help="which checkpoint is promoted, and the record")
+    shown = verbs.parser("train promoted")
     shown.set_defaults(func=_show)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_OK, EXIT_USAGE
 from machine_lsp.core.store import find_machine_dir
 from machine_lsp.core.terminal_text import for_terminal
@@ -32,10 +33,8 @@ def _err() -> Console:
     return Console(stderr=True, soft_wrap=True)
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    serve = sub.add_parser(
-        "serve", help="serve a checkpoint to agents (OpenAI / Anthropic APIs on 127.0.0.1)"
-    )
+def register(verbs: VerbParsers) -> None:
+    serve = verbs.parser("serve")
     serve.add_argument(
         "checkpoint",
         nargs="?",
@@ -74,7 +73,7 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
     _add_model_options(serve)
     serve.set_defaults(func=_serve)
-    _register_use(sub)
+    _register_use(verbs)
 
 
 def _add_model_options(serve: argparse.ArgumentParser) -> None:
@@ -98,8 +97,8 @@ def _add_model_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def _register_use(sub: argparse._SubParsersAction) -> None:
-    use = sub.add_parser("use", help="print (or --write) an agent's config to use a checkpoint")
+def _register_use(verbs: VerbParsers) -> None:
+    use = verbs.parser("use")
     use.add_argument(
         "checkpoint", metavar="CHECKPOINT", help="latest, promoted, base, local://RUN/NAME or tinker://…"
     )

@@ -14,15 +14,14 @@ from rich.table import Table
 from rich.text import Text
 
 from machine_lsp.cli.consoles import console_err, console_out
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.agent_names import harness_name
 from machine_lsp.core.sessions import HARNESSES, Homes, Session, find_sessions, project_root, unique_prefixes
 from machine_lsp.core.terminal_text import for_terminal
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    sessions = sub.add_parser(
-        "sessions", help="list this project's agent sessions (Pi, Claude Code, Codex, OpenCode, Letta Code)"
-    )
+def register(verbs: VerbParsers) -> None:
+    sessions = verbs.parser("sessions")
     sessions.add_argument(
         "--harness",
         type=harness_name,

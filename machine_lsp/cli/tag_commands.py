@@ -16,6 +16,7 @@ from rich.table import Table
 from machine_lsp.cli import export_adapter_command
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.conflicts import standing
 from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.export import describe_copy, exchange_copies, export_kto, export_pairs, export_sft
@@ -49,8 +50,8 @@ def _err() -> Console:
     return console_err()
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    good = sub.add_parser("good", help="tag an assistant turn as good (optionally with a rewrite)")
+def register(verbs: VerbParsers) -> None:
+    good = verbs.parser("good")
     good.add_argument("note", nargs="?", default="", metavar="NOTE", help="why it is good (optional)")
     good.add_argument(
         "--as", dest="rewrite", metavar="TEXT", help="store TEXT as the answer; keep the original"
@@ -58,12 +59,12 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     _add_turn_arguments(good)
     good.set_defaults(func=lambda args: _tag_command(args, "good"))
 
-    bad = sub.add_parser("bad", help="tag an assistant turn as bad")
+    bad = verbs.parser("bad")
     bad.add_argument("note", nargs="?", default="", metavar="NOTE", help="what is wrong with it (optional)")
     _add_turn_arguments(bad)
     bad.set_defaults(func=lambda args: _tag_command(args, "bad"))
 
-    tagged = sub.add_parser("tagged", help="list the tagged turns")
+    tagged = verbs.parser("tagged")
     tagged.add_argument("--verdict", choices=["good", "bad"], help="only this verdict")
     tagged.add_argument("--json", action="store_true", help="print the records as a JSON array")
     tagged.add_argument("--conflicts", action="store_true", help="only turns tagged two contradicting ways")
@@ -74,11 +75,11 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     )
     tagged.set_defaults(func=_tagged_command)
 
-    data = sub.add_parser("data", help="where the store is and what it holds")
+    data = verbs.parser("data")
     data.add_argument("--json", action="store_true", help="print path and counts as JSON")
     data.set_defaults(func=_data_command)
 
-    export = sub.add_parser("export", help="export tagged turns as training data, or a checkpoint's adapter")
+    export = verbs.parser("export")
     export.add_argument(
         "format",
         choices=["sft", "pairs", "kto", "adapter"],

@@ -10,6 +10,7 @@ from rich.markup import escape
 
 from machine_lsp.cli.consoles import console_err, console_out
 from machine_lsp.cli.tag_commands import guard
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.conflicts import claim_kind, resolve, turn_key
 from machine_lsp.core.exit_codes import EXIT_OK
 from machine_lsp.core.schema import TagRecord
@@ -18,17 +19,15 @@ from machine_lsp.core.tag_edits import retag, untag
 from machine_lsp.core.terminal_text import for_terminal
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    untag_parser = sub.add_parser("untag", help="take a tag back (the store keeps the history)")
+def register(verbs: VerbParsers) -> None:
+    untag_parser = verbs.parser("untag")
     untag_parser.add_argument(
         "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
     )
     untag_parser.add_argument("note", nargs="?", default="", metavar="NOTE", help="why (optional)")
     untag_parser.set_defaults(func=_untag_command)
 
-    retag_parser = sub.add_parser(
-        "retag", help="change a tag's note, rewrite or verdict (the history is kept)"
-    )
+    retag_parser = verbs.parser("retag")
     retag_parser.add_argument(
         "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
     )

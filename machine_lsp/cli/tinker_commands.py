@@ -15,17 +15,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    tinker = sub.add_parser("tinker", help="a local Tinker-API server (SkyRL tx) for --engine tinker")
-    verbs = tinker.add_subparsers(dest="tinker_command", metavar="VERB")
-    tinker.set_defaults(func=lambda args: _help(tinker))
-
-    serve = verbs.add_parser(
-        "serve", help="start the local server (127.0.0.1) and record its URL in machine.toml"
-    )
+def register(verbs: VerbParsers) -> None:
+    serve = verbs.parser("tinker serve")
     serve.add_argument(
         "--model", metavar="DIR", help="a local Hugging Face model directory (default: SmolLM2)"
     )
@@ -39,17 +34,12 @@ def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAct
     serve.add_argument("--no-config", action="store_true", help="do not write the URL into machine.toml")
     serve.set_defaults(func=_serve)
 
-    status = verbs.add_parser("status", help="is the local server running, where, and its last log lines")
+    status = verbs.parser("tinker status")
     status.add_argument("--json", action="store_true", help="print the server record as JSON")
     status.set_defaults(func=_status)
 
-    stop = verbs.add_parser("stop", help="stop the local server")
+    stop = verbs.parser("tinker stop")
     stop.set_defaults(func=_stop)
-
-
-def _help(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return EXIT_USAGE
 
 
 def _machine_dir() -> Path:

@@ -26,6 +26,7 @@ from machine_lsp.cli.job_support import (
     resolved_engine,
     show_plan,
 )
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_OK, UsageError
 from machine_lsp.engines.registry import ENGINE_NAMES
 from machine_lsp.scaffold.config import (
@@ -36,15 +37,15 @@ from machine_lsp.scaffold.config import (
 )
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    _register_sft(train_sub)
-    _register_smoke(train_sub)
-    _register_run(train_sub)
-    _register_retrain(sub)
+def register(verbs: VerbParsers) -> None:
+    _register_sft(verbs)
+    _register_smoke(verbs)
+    _register_run(verbs)
+    _register_retrain(verbs)
 
 
-def _register_sft(train_sub: argparse._SubParsersAction) -> None:
-    sft = train_sub.add_parser("sft", help="scaffold train_sft.py + machine.toml in the current directory")
+def _register_sft(verbs: VerbParsers) -> None:
+    sft = verbs.parser("train sft")
     sft.add_argument(
         "file", nargs="?", metavar="FILE", help="training JSONL (default: the store's good rows)"
     )
@@ -62,10 +63,8 @@ def _register_sft(train_sub: argparse._SubParsersAction) -> None:
     sft.set_defaults(func=_sft)
 
 
-def _register_smoke(train_sub: argparse._SubParsersAction) -> None:
-    smoke = train_sub.add_parser(
-        "smoke", help="2 real training steps on the configured engine, then one sample"
-    )
+def _register_smoke(verbs: VerbParsers) -> None:
+    smoke = verbs.parser("train smoke")
     smoke.add_argument(
         "--data", metavar="FILE", help="training JSONL (default: machine.toml, else the store)"
     )
@@ -96,11 +95,8 @@ def _add_objective_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _register_run(train_sub: argparse._SubParsersAction) -> None:
-    run = train_sub.add_parser(
-        "run",
-        help="the configured training (sft, dpo, kto or sft+dpo) as a job: progress, checkpoints, loss.png",
-    )
+def _register_run(verbs: VerbParsers) -> None:
+    run = verbs.parser("train run")
     run.add_argument("--resume", metavar="RUN", help="continue a run (id, id prefix, or checkpoint address)")
     run.add_argument("--data", metavar="FILE", help="training JSONL (default: machine.toml, else the store)")
     run.add_argument("--steps", type=int, metavar="N", help="override the step cap")
@@ -113,11 +109,8 @@ def _register_run(train_sub: argparse._SubParsersAction) -> None:
     run.set_defaults(func=_run)
 
 
-def _register_retrain(sub: argparse._SubParsersAction) -> None:
-    retrain = sub.add_parser(
-        "retrain",
-        help="train on the store's good rows (scoped), gate, promote: `machine serve promoted` picks it up",
-    )
+def _register_retrain(verbs: VerbParsers) -> None:
+    retrain = verbs.parser("retrain")
     retrain.add_argument("--steps", type=int, metavar="N", help="override the step cap")
     retrain.add_argument("--epochs", type=int, metavar="N")
     retrain.add_argument("--lr", type=float, metavar="X")
@@ -247,16 +240,16 @@ def _planned_job(args: argparse.Namespace, job: str, payload: dict[str, Any]) ->
 
 @cli_verb
 def _retrain(args: argparse.Namespace) -> int:
-    return _planned_job(args, "retrain", _retrain_payload(args))
+    return _planned_job(args, args.job_verb, _retrain_payload(args))
 
 
 @cli_verb
 def _smoke(args: argparse.Namespace) -> int:
     payload = _train_payload(args)
-    confirm_cost(args, resolved_engine(args), "train-smoke", payload)
-    return run_job("train-smoke", payload, raw=args.json)
+    confirm_cost(args, resolved_engine(args), args.job_verb, payload)
+    return run_job(args.job_verb, payload, raw=args.json)
 
 
 @cli_verb
 def _run(args: argparse.Namespace) -> int:
-    return _planned_job(args, "train-run", _train_payload(args))
+    return _planned_job(args, args.job_verb, _train_payload(args))

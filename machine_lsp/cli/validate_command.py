@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from machine_lsp.cli.consoles import console_err, console_out
+from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.store import StoreError
 from machine_lsp.core.terminal_text import for_terminal
@@ -38,10 +39,9 @@ MAX_PRINTED_FINDINGS = 200
 STORE_LABEL = "<store: good rows as SFT>"
 
 
-def register(sub: argparse._SubParsersAction, train_sub: argparse._SubParsersAction) -> None:
-    parser = train_sub.add_parser(
-        "validate",
-        help="check chat JSONL (shape, duplicates, train/eval leakage; tokens with --model)",
+def register(verbs: VerbParsers) -> None:
+    parser = verbs.parser(
+        "train validate",
         description="Validate a training file (and its eval file). Without FILE: the store's good rows as SFT.",
     )
     parser.add_argument("file", nargs="?", metavar="FILE", help="chat JSONL to validate (default: the store)")

@@ -22,6 +22,7 @@ from pygls.uris import to_fs_path
 
 from machine_lsp import __version__
 from machine_lsp.core.sniff import session_log_format
+from machine_lsp.core.verb_registry import LSP_COMMANDS
 from machine_lsp.lsp import compat
 from machine_lsp.lsp.command_entry import command_entry, quiet_reported_errors
 from machine_lsp.lsp.documents import LineDocument
@@ -49,6 +50,10 @@ class MachineLanguageServer(LanguageServer):
         for feature in self.features:
             feature.register()
             for command_id, method in feature.commands().items():
+                if (
+                    command_id not in LSP_COMMANDS
+                ):  # every command a client sees is a line of the verb registry
+                    raise ValueError(f"{command_id}: not in core/verb_registry.py")
                 self.command(command_id)(command_entry(self, command_id, method))
         quiet_reported_errors()
         self._register_lifecycle()

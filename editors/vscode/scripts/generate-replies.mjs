@@ -1,17 +1,14 @@
 // The machine.* reply types: machine_lsp/lsp/replies.py (msgspec structs) → src/generated/replies.schema.json →
 // src/generated/replies.ts (json-schema-to-typescript). `--write` regenerates both; `--check` (run by `npm test`)
 // fails when either checked-in file differs from what the sources produce.
-// The schema step needs a Python that imports machine_lsp (MACHINE_PYTHON, else <repo>/.venv/bin/python, else
-// python3); without one `--check` still checks the TypeScript against the checked-in schema and says so.
-import { spawnSync } from "node:child_process";
+// The schema step needs a Python that imports machine_lsp (scripts/machine-python.mjs: MACHINE_PYTHON, else
+// <repo>/.venv/bin/python, else python3); without one `--check` still checks the TypeScript against the checked-in
+// schema and says so.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 import { compile } from "json-schema-to-typescript";
+import { EXT, ROOT, pythonModuleOutput } from "./machine-python.mjs";
 
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const EXT = path.resolve(HERE, "..");
-const ROOT = path.resolve(EXT, "../..");
 const SCHEMA = path.join(EXT, "src/generated/replies.schema.json");
 const TS = path.join(EXT, "src/generated/replies.ts");
 const BANNER = `/**
@@ -19,25 +16,9 @@ const BANNER = `/**
  * src/generated/replies.schema.json. Do not edit: change the Python structs and regenerate.
  */`;
 
-function python() {
-  if (process.env.MACHINE_PYTHON) return process.env.MACHINE_PYTHON;
-  const venv = path.join(ROOT, ".venv/bin/python");
-  return existsSync(venv) ? venv : "python3";
-}
-
 /** The schema from the Python structs, or undefined when no interpreter here can import them. */
 function schemaFromPython() {
-  const exe = python();
-  const run = spawnSync(exe, ["-m", "machine_lsp.lsp.replies", "--schema", "-"], {
-    cwd: ROOT,
-    env: { ...process.env, PYTHONPATH: [ROOT, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) },
-    encoding: "utf8",
-  });
-  if (run.status !== 0) {
-    console.warn(`[generate-replies] ${exe} cannot build the schema (${(run.stderr || String(run.error)).trim().split("\n").pop()})`);
-    return undefined;
-  }
-  return run.stdout;
+  return pythonModuleOutput("generate-replies", "machine_lsp.lsp.replies", ["--schema", "-"]);
 }
 
 export async function typescriptFor(schemaText) {

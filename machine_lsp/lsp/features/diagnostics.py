@@ -25,6 +25,7 @@ from pygls.uris import to_fs_path
 
 from machine_lsp.core import validate
 from machine_lsp.core.sniff import binary_reason_of_lines, session_log_format
+from machine_lsp.core.verb_registry import palette_title
 from machine_lsp.lsp import compat
 from machine_lsp.lsp.documents import FULL_EDIT, LineDocument, LineEdit
 from machine_lsp.lsp.features import LanguageFeature
@@ -471,5 +472,6 @@ def _too_big(doc, max_mb: float) -> str | None:
         return None
     size = doc.chars if isinstance(doc, LineDocument) else len(doc.source)  # code points: close enough
     if size > max_mb * 1024 * 1024:
-        return f"file too large for live validation ({size / 1048576:.1f} MB > {max_mb:g} MB); run machine.validate"
+        too_big = f"file too large for live validation ({size / 1048576:.1f} MB > {max_mb:g} MB)"
+        return f"{too_big}; run {palette_title('machine.validate')} (`machine train validate`)"
     return None

@@ -1,7 +1,8 @@
 """The CLI's long verbs as job commands: `machine.validate`, `machine.train.smoke|run|preferences`,
 `machine.retrain`, `machine.eval.baseline|checkpoint|probe`, and `machine.jobs.list|cancel`.
 
-Each runs as a job through the job manager it is given (features/jobs.py). Paid or long runs ask first with
+Each runs as a job through the job manager it is given (features/jobs.py): its job verb, progress title and whether
+it asks are its line in the verb registry (`core/verb_registry.py`). Paid or long runs ask first with
 `window/showMessageRequest`, stating the plan (`lsp/plan.py`), unless the argument object says `"yes": true`; a run
 sure to fail is refused with the reason before anyone is asked. `plan: true` answers the plan and runs nothing.
 """
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from machine_lsp.core.verb_registry import VERBS, lsp_verb, palette_title
 from machine_lsp.lsp.arguments import optional_str, path_arg
 from machine_lsp.lsp.confirm import confirm_run
 from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
@@ -25,15 +27,6 @@ from machine_lsp.lsp.replies import CancelReply, JobDeclined, JobPlan, JobsListR
 if TYPE_CHECKING:
     from machine_lsp.lsp.server import MachineLanguageServer
 
-#: command id -> (job verb, progress title, ask before running)
-JOB_COMMANDS: dict[str, tuple[str, str, bool]] = {
-    "machine.train.smoke": ("train-smoke", "Training smoke test", False),
-    "machine.train.run": ("train-run", "Training run", True),
-    "machine.retrain": ("retrain", "Retrain and reload", True),
-    "machine.eval.baseline": ("eval-baseline", "Baseline evaluation", True),
-    "machine.eval.checkpoint": ("eval-checkpoint", "Checkpoint evaluation", True),
-    "machine.eval.probe": ("eval-probe", "Style-bleed probe", True),
-}
 CONTROL_KEYS = {"yes", "wait", "plan"}
 CANCEL_WAIT_S = 15
 
@@ -44,16 +37,20 @@ class JobCommandsFeature(LanguageFeature):
         self.jobs = jobs
 
     def commands(self) -> dict[str, CommandMethod]:
-        table: dict[str, CommandMethod] = {
-            command_id: self._job_command(verb, title, ask)
-            for command_id, (verb, title, ask) in JOB_COMMANDS.items()
-        }
-        return table | {
+        """Every registry command with a job and a progress title (the job commands) runs as its registry line says,
+        through `_job_command`, but for those with a handler of their own here."""
+        own: dict[str, CommandMethod] = {
             "machine.train.preferences": self.train_preferences,
             "machine.validate": self.validate,
             "machine.jobs.list": self.jobs_list,
             "machine.jobs.cancel": self.jobs_cancel,
         }
+        table: dict[str, CommandMethod] = {
+            v.command: self._job_command(v.job, v.progress, v.asks)
+            for v in VERBS
+            if v.command and v.job and v.progress and v.command not in own
+        }
+        return table | own
 
     def _job_command(self, verb: str, title: str, ask: bool) -> CommandMethod:
         async def run(args: dict[str, Any]) -> JobSummary | JobDeclined | JobPlan:
@@ -82,7 +79,9 @@ class JobCommandsFeature(LanguageFeature):
         choices = [name for name in RUN_OBJECTIVES if name != "sft"]
         if args.get("objective") not in choices:
             raise CommandError(message=f"'objective' must be one of {', '.join(choices)}")
-        return await self._job_command("train-run", "Preference training run", True)(args)
+        verb = lsp_verb("machine.train.preferences")
+        assert verb.job is not None and verb.progress is not None
+        return await self._job_command(verb.job, verb.progress, verb.asks)(args)
 
     async def validate(self, args: dict[str, Any]) -> JobSummary:
         """Validate a file, or an editor's buffer: with `text` (unsaved edits, untitled files) the job reads a
@@ -95,7 +94,9 @@ class JobCommandsFeature(LanguageFeature):
         if "kind" in args:
             job_args["kind"] = args["kind"]
         try:
-            summary = await self._run("validate", f"Validate {label}", job_args, args)
+            verb = lsp_verb("machine.validate")
+            assert verb.job is not None
+            summary = await self._run(verb.job, f"{verb.progress} {label}", job_args, args)
         except BaseException:
             if text is not None:
                 Path(path).unlink(missing_ok=True)
@@ -129,7 +130,9 @@ class JobCommandsFeature(LanguageFeature):
             job_id = running[0]
         if not isinstance(job_id, str) or job_id not in self.jobs.jobs:
             raise CommandError(message=f"no job {job_id!r}")
-        cancelled = await self.jobs.cancel(job_id, reason="cancelled by machine.jobs.cancel")
+        cancelled = await self.jobs.cancel(
+            job_id, reason=f"cancelled by {palette_title('machine.jobs.cancel')}"
+        )
         job = await self.jobs.ended(job_id, CANCEL_WAIT_S)
         return CancelReply(cancelled=cancelled, **msgspec.structs.asdict(job.summary()))
 

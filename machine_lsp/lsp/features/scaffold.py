@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from lsprotocol import types
 
+from machine_lsp.core.verb_registry import palette_title
 from machine_lsp.lsp.arguments import path_arg
 from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
 from machine_lsp.lsp.replies import CompareReply, WroteReply
@@ -41,9 +42,9 @@ class ScaffoldFeature(LanguageFeature):
             written = write_train_scaffold(project, config, command="machine.train.sft", force=force)
         except (ConfigError, ScaffoldExists) as exc:
             raise CommandError(message=str(exc)) from None
-        # The next steps by their names in the editor (VS Code's palette titles; the README's verbs table maps them
-        # to machine.train.smoke / machine.train.run for other clients).
-        return self._wrote(written, f"next: Smoke Run, then Train (engine: {config.train.engine})")
+        # The next steps by their palette titles (the verb registry's), never their command ids.
+        smoke, train = palette_title("machine.train.smoke"), palette_title("machine.train.run")
+        return self._wrote(written, f"next: {smoke}, then {train} (engine: {config.train.engine})")
 
     async def eval_init(self, args: dict[str, Any]) -> WroteReply:
         from machine_lsp.core.store import find_project_root
@@ -58,7 +59,9 @@ class ScaffoldFeature(LanguageFeature):
         if config is not None:
             written.append(config)
         return self._wrote(
-            written, "next: Baseline Eval, on an eval set (EVAL.jsonl: chat rows with an expected answer)"
+            written,
+            f"next: {palette_title('machine.eval.baseline')}, on an eval set (EVAL.jsonl: chat rows with an expected "
+            "answer)",
         )
 
     async def eval_compare(self, args: dict[str, Any]) -> CompareReply:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from machine_lsp.core.verb_registry import lsp_job, palette_title
 from machine_lsp.jobs import events as ev
 from machine_lsp.lsp.arguments import stripped_str
 from machine_lsp.lsp.features import (
@@ -43,8 +44,12 @@ from machine_lsp.lsp.replies import ServeReply, TinkerServerReply, UseReply, to_
 if TYPE_CHECKING:
     from machine_lsp.lsp.server import MachineLanguageServer
 
-SERVE_VERB = "serve"
-TINKER_VERB = "tinker-serve"
+# The job verbs these commands run: their lines in the verb registry (core/verb_registry.py).
+SERVE_VERB = lsp_job("machine.serve.start")
+TINKER_VERB = lsp_job("machine.tinker.serve")
+USE_VERB = lsp_job("machine.use")
+TINKER_STATUS_VERB = lsp_job("machine.tinker.status")
+TINKER_STOP_VERB = lsp_job("machine.tinker.stop")
 STOP_WAIT_S = 15.0
 QUICK_S = 60.0  # the quick verbs take about a second; `tinker-stop` up to 20 s
 
@@ -203,7 +208,7 @@ class ServingFeature(LanguageFeature):
         cur = self.current
         if cur is None or not cur.running:  # no job_id: nothing was stopped now
             return ServeReply(status="stopped", message="nothing is being served")
-        await self.jobs.cancel(cur.job.id, reason="stopped by machine.serve.stop")
+        await self.jobs.cancel(cur.job.id, reason=f"stopped by {palette_title('machine.serve.stop')}")
         await self.jobs.ended(cur.job.id, STOP_WAIT_S)
         return self.reply(f"stopped serving {cur.checkpoint}")
 
@@ -228,7 +233,7 @@ class ServingFeature(LanguageFeature):
             "port": port,
             "write": args.get("write") is True,
         }
-        result = await self._quick("use", {**job_args, "served": served}, args, "Use Checkpoint")
+        result = await self._quick(USE_VERB, {**job_args, "served": served}, args, "Use Checkpoint")
         return msgspec.convert(result, UseReply)
 
     async def _quick(self, verb: str, job_args: dict[str, Any], args: dict[str, Any], title: str) -> Any:
@@ -261,7 +266,7 @@ class ServingFeature(LanguageFeature):
         project, _machine_dir = self._project(args)
         if (job := self._tinker_job()) is not None:
             return _tinker_starting(job, already_running=True)
-        running = await self._tinker_quick("tinker-status", args, "Tinker status")
+        running = await self._tinker_quick(TINKER_STATUS_VERB, args, "Tinker status")
         if running.status != "stopped":
             running.message = f"a Tinker server already runs for this project at {running.base_url}"
             running.already_running = True
@@ -291,16 +296,16 @@ class ServingFeature(LanguageFeature):
 
     async def tinker_status(self, args: dict[str, Any]) -> TinkerServerReply:
         job = self._tinker_job()
-        reply = await self._tinker_quick("tinker-status", args, "Tinker status")
+        reply = await self._tinker_quick(TINKER_STATUS_VERB, args, "Tinker status")
         return _tinker_starting(job) if reply.status == "stopped" and job is not None else reply
 
     async def tinker_stop(self, args: dict[str, Any]) -> TinkerServerReply:
         if (
             job := self._tinker_job()
         ) is not None:  # still starting: its cancel stops the half-started server
-            await self.jobs.cancel(job.id, reason="stopped by machine.tinker.stop")
+            await self.jobs.cancel(job.id, reason=f"stopped by {palette_title('machine.tinker.stop')}")
             await self.jobs.ended(job.id, QUICK_S)
-        return await self._tinker_quick("tinker-stop", args, "Stop Tinker server")
+        return await self._tinker_quick(TINKER_STOP_VERB, args, "Stop Tinker server")
 
     async def _tinker_quick(self, verb: str, args: dict[str, Any], title: str) -> TinkerServerReply:
         return msgspec.convert(await self._quick(verb, {}, args, title), TinkerServerReply)

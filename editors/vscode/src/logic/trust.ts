@@ -5,8 +5,11 @@
  * of the folder shadows its own), for the diagnostics of open files and hovers. Pure: no `vscode` import.
  */
 
-/** The extension commands that run in Restricted Mode: they start no job and write nothing in the folder. */
-export const RESTRICTED_COMMANDS: ReadonlySet<string> = new Set(["machineLsp.showOutput", "machineLsp.restartServer", "machineLsp.openPanel"]);
+import { UNTRUSTED_COMMANDS } from "../generated/palette";
+
+/** The extension commands that run in Restricted Mode (the verb registry's `untrusted` palette entries): they start
+ * no job and write nothing in the folder. */
+export const RESTRICTED_COMMANDS: ReadonlySet<string> = UNTRUSTED_COMMANDS;
 
 export const RESTRICTED_NOTICE =
   "Machine runs in Restricted Mode: diagnostics of open JSONL files and hovers only. Tagging (it writes .machine/), the Sessions view, training, evaluation, serving and interpreters chosen by this folder are off until you trust it.";
