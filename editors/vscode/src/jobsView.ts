@@ -1,6 +1,6 @@
 /** Tracks jobs from machine/jobEvent: the status-bar item, the outcome notification, listeners (the panel). */
 import * as vscode from "vscode";
-import { serverMessageActions } from "./logic/evalSet";
+import { serverMessageActions } from "./logic/messageActions";
 import { labelServerMessage } from "./logic/replies";
 import { applyEvent, currentJob, runningIcon, isJobEvent, outcomeText, shownJob, statusText, statusTooltip, type JobEvent, type JobState } from "./logic/jobs";
 
@@ -96,7 +96,7 @@ export class JobsView implements vscode.Disposable {
       this.output.info(`[server] ${params.message}`);
       return;
     }
-    const offered = serverMessageActions(params.message); // e.g. no eval data: Make Eval Set…
+    const offered = serverMessageActions(params.message); // e.g. no eval data: Make Eval Set…; no embedded model: Create Training Environment
     const actions: string[] = offered.map((a) => a.title);
     if (job) {
       if (job.losses.length || job.evals.length) actions.push("Open Run Panel");

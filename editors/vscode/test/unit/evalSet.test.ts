@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { evalSetArgs, existingEvalFile, MAKE_EVAL_SET_COMMAND, serverMessageActions } from "../../src/logic/evalSet";
+import { evalSetArgs, existingEvalFile } from "../../src/logic/evalSet";
 
 test("the eval file the settings name goes to machine.eval.split workspace-relative; none: the server chooses", () => {
   assert.deepEqual(evalSetArgs("", "/ws"), { quiet: true });
@@ -15,8 +15,3 @@ test("an existing eval file is recognised in the server's refusal; other errors 
   assert.equal(existingEvalFile("no eval set made: 5 rows are too few for a held-out split"), undefined);
 });
 
-test("a job refused for want of eval data offers Make Eval Set…, and nothing else does", () => {
-  const refusal = "machine: Baseline evaluation not started: no eval data: pass data (held-out rows) or set [eval] data in machine.toml";
-  assert.deepEqual(serverMessageActions(refusal), [{ title: "Make Eval Set…", command: MAKE_EVAL_SET_COMMAND }]);
-  assert.deepEqual(serverMessageActions("machine: Training run not started: no answer to Run/Cancel within 600 s"), []);
-});

