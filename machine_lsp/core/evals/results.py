@@ -17,6 +17,7 @@ from machine_lsp.core.evals.grading import (
     format_ok,
     grade,
 )
+from machine_lsp.core.safe_files import read_input
 
 SCHEMA_VERSION = 1
 
@@ -169,12 +170,7 @@ def encode_result(result: EvalResult | ProbeReport) -> bytes:
 
 
 def load_result(path: Path) -> EvalResult:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise EvalError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise EvalError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    data = read_input(path, EvalError, "an eval result file")
     try:
         return msgspec.json.decode(data, type=EvalResult)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
