@@ -15,9 +15,9 @@ from typing import Any, Literal
 import msgspec
 
 from machine_lsp.core import evals, runs
-from machine_lsp.engines.registry import EngineName, engine_for_address
+from machine_lsp.engines.registry import engine_for_address
 from machine_lsp.jobs import events as ev
-from machine_lsp.jobs.common import make_engine, project_config, served_model
+from machine_lsp.jobs.common import EngineArgs, make_engine, project_config, served_model
 from machine_lsp.jobs.data import resolve
 from machine_lsp.jobs.runner import JobContext, JobError
 
@@ -25,11 +25,7 @@ RESULTS_DIR = "eval_results"
 CHUNK = 16
 
 
-class EvalArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    config: str | None = None
-    engine: EngineName | None = None
-    model: str | None = None
-    threads: int | None = None
+class EvalArgs(EngineArgs):
     data: str | None = None
     checkpoint: str | None = None
     name: str | None = None
