@@ -80,7 +80,8 @@ class _LooseMessage(_Message, gc=False):
 
 
 class _RowOf(msgspec.Struct, Generic[M], gc=False):
-    """A chat row whose messages are `M`s (`_Message`, or `_LooseMessage` for a row that makes tool calls)."""
+    """A chat row whose messages are `M`s (`_Message`; `_LooseMessage` for a row that makes tool calls;
+    `_PlainMessage`, the common row the file loop tries first)."""
 
     messages: Annotated[list[M], msgspec.Meta(min_length=1)]
     expected: _NonEmpty | None = None
@@ -112,13 +113,7 @@ class _PlainMessage(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     name: str | None = None
 
 
-class _PlainRow(msgspec.Struct, gc=False):
-    messages: Annotated[list[_PlainMessage], msgspec.Meta(min_length=1)]
-    expected: _NonEmpty | None = None
-    match: Literal["exact", "contains", "regex"] = "exact"
-    id: str | None = None
-    tools: _Tools = None
-    functions: None = None
+_PlainRow = _RowOf[_PlainMessage]
 
 
 _plain_row_decoder = msgspec.json.Decoder(_PlainRow)
