@@ -25,7 +25,7 @@ RESULTS_DIR = "eval_results"
 CHUNK = 16
 
 
-class EvalArgs(EngineArgs):
+class EvalArgs(EngineArgs, kw_only=True):
     data: str | None = None
     checkpoint: str | None = None
     name: str | None = None

@@ -45,7 +45,7 @@ from machine_lsp.scaffold.support import datum_size, lora_settings, lr_at, sched
 SMOKE_STEPS = 2
 
 
-class StoreRunArgs(EngineArgs):
+class StoreRunArgs(EngineArgs, kw_only=True):
     """A training run's size and scope: all `retrain` takes (the store gives the rows, SFT the objective)."""
 
     epochs: int | None = None
@@ -58,7 +58,7 @@ class StoreRunArgs(EngineArgs):
     anchor_ratio: float | None = None
 
 
-class TrainArgs(StoreRunArgs):
+class TrainArgs(StoreRunArgs, kw_only=True):
     data: str | None = None
     lr_schedule: Literal["constant", "linear", "cosine"] | None = None
     rank: int | None = None
