@@ -186,12 +186,7 @@ def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -
         raise JobError(str(exc)) from None
     probe = _probe(ctx, cfg, sampler) if args.probe else None
     done = time.perf_counter()
-    timings = evals.Timings(
-        load_seconds=round(loaded - started, 3),
-        sample_seconds=round(sampled - loaded, 3),
-        total_seconds=round(done - started, 3),
-        rows_per_second=round(len(cases) / (sampled - loaded), 3) if sampled > loaded else 0.0,
-    )
+    timings = evals.Timings.measured(started, loaded, sampled, done, len(cases))
     result = evals.build_result(
         rows,
         name=name,
@@ -299,12 +294,7 @@ def eval_probe(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
         checkpoint=checkpoint,
         engine=engine_name,
         probe=probe,
-        timings=evals.Timings(
-            load_seconds=round(loaded - started, 3),
-            sample_seconds=round(done - loaded, 3),
-            total_seconds=round(done - started, 3),
-            rows_per_second=round(probe.n / (done - loaded), 3) if done > loaded else 0.0,
-        ),
+        timings=evals.Timings.measured(started, loaded, done, done, probe.n),
         created_at=runs.now_iso(),
         max_tokens=cfg.eval.max_tokens,
         run_id=ctx.run_id,

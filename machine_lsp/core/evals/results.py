@@ -54,6 +54,16 @@ class Timings(msgspec.Struct):
     total_seconds: float = 0.0
     rows_per_second: float = 0.0
 
+    @classmethod
+    def measured(cls, started: float, loaded: float, sampled: float, done: float, rows: int) -> Timings:
+        """An eval's phases from its `time.perf_counter()` readings, and its rows decoded per second."""
+        return cls(
+            load_seconds=round(loaded - started, 3),
+            sample_seconds=round(sampled - loaded, 3),
+            total_seconds=round(done - started, 3),
+            rows_per_second=round(rows / (sampled - loaded), 3) if sampled > loaded else 0.0,
+        )
+
 
 class EvalResult(msgspec.Struct, omit_defaults=False):
     name: str
