@@ -22,6 +22,8 @@ USAGE_KEY = web.RequestKey("machine.usage", tuple)  # (prompt, completion) token
 
 
 class _Settings(Protocol):
+    """What an exchange reads of the server's settings (`server.ServeSettings`)."""
+
     @property
     def model_name(self) -> str: ...
     @property
