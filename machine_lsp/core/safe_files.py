@@ -23,6 +23,7 @@ import os
 import secrets
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 _READ_CHUNK = 1 << 20
@@ -86,6 +87,42 @@ def read_regular(path: str | os.PathLike[str]) -> bytes:
         os.close(fd)
         raise
     return _read_and_close(fd)
+
+
+def unreadable_reason(exc: OSError, expected: str = "a file") -> str:
+    """Why an input cannot be read, in the words every input error uses (the caller names the file): the one
+    wording for a missing file, a directory, a FIFO or device (`read_regular`), a permission or another failure."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such file"
+    if isinstance(exc, IsADirectoryError):
+        return f"is a directory, expected {expected}"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, NotRegularFile):
+        return str(exc.strerror)
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def read_input(
+    path: Path, error: Callable[[str], Exception], expected: str = "a file", missing: str = "no such file"
+) -> bytes:
+    """The bytes of the input file `path` (`read_regular`: a FIFO or /dev/zero is refused, never read), or
+    `error("PATH: reason")`; `missing` replaces the reason for a missing file (a hint of how to make one)."""
+    try:
+        return read_regular(path)
+    except FileNotFoundError:
+        raise error(f"{path}: {missing}") from None
+    except OSError as exc:
+        raise error(f"{path}: {unreadable_reason(exc, expected)}") from None
+
+
+def read_input_text(path: Path, error: Callable[[str], Exception], expected: str = "a file") -> str:
+    """`read_input` decoded as UTF-8 (a BOM is dropped), or `error` naming the first byte that is not."""
+    data = read_input(path, error, expected)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def write_output(path: str | os.PathLike[str], payload: bytes) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from machine_lsp.core.lines import split_lines
+from machine_lsp.core.safe_files import read_input_text
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 MatchKind = Literal["exact", "contains", "regex"]
@@ -213,12 +214,7 @@ class RowFileError(ValueError):
 def read_training_rows(path: Path) -> list[tuple[int, TrainingRow]]:
     """(1-based line, row) for every non-blank line, through our own parser (tool calls, content parts and
     extra keys all kept). Raises RowFileError naming the file and line; an empty file is an error too."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise RowFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RowFileError(f"{path}: cannot read: {exc}") from None
+    text = read_input_text(path, RowFileError, "a JSONL file")
     rows: list[tuple[int, TrainingRow]] = []
     for line_no, line in enumerate(split_lines(text), start=1):
         if not line.strip():

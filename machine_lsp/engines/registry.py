@@ -1,5 +1,5 @@
-"""The engine registry: every engine's name, default model and learning rate, checkpoint address scheme and the
-class that builds it, in one table that the CLI, the language server, the jobs and machine.toml's config read.
+"""The engine registry: every engine's name (its checkpoint address scheme too), default model and learning rate
+and the class that builds it, in one table that the CLI, the language server, the jobs and machine.toml's config read.
 
 A new engine is one module (or package) with a class satisfying `engines.base.Engine` and one `EngineSpec` line
 below (and its name in `EngineName`, which msgspec and the CLI's `--engine` choices need as a type).
@@ -21,28 +21,29 @@ EngineName = Literal["local", "tinker"]
 
 @dataclass(frozen=True)
 class EngineSpec:
-    name: str
-    module: str  # imported only when the engine is built: the light faces never pull in torch or tinker
-    class_name: str
-    scheme: str  # the prefix of this engine's checkpoint addresses
+    name: str  # also its checkpoint addresses' scheme: `local://...`, `tinker://...`
+    factory: (
+        str  # "module:Class", imported only when the engine is built: the light faces never pull in torch
+    )
     default_model: str
     default_lr: float  # per step, for LoRA on the default model (tinker-cookbook's hyperparam_utils range)
+
+    @property
+    def scheme(self) -> str:
+        """The prefix of this engine's checkpoint addresses."""
+        return f"{self.name}://"
 
 
 ENGINES: tuple[EngineSpec, ...] = (
     EngineSpec(
         name="local",
-        module="machine_lsp.engines.local.local",
-        class_name="LocalEngine",
-        scheme="local://",
+        factory="machine_lsp.engines.local.local:LocalEngine",
         default_model="HuggingFaceTB/SmolLM2-135M-Instruct",
         default_lr=5e-4,
     ),
     EngineSpec(
         name="tinker",
-        module="machine_lsp.engines.tinker.tinker_engine",
-        class_name="TinkerEngine",
-        scheme="tinker://",
+        factory="machine_lsp.engines.tinker.tinker_engine:TinkerEngine",
         default_model="thinkingmachines/Inkling-Small",
         default_lr=2e-4,
     ),
@@ -69,5 +70,5 @@ def engine_for_address(address: str | None) -> str | None:
 
 def build_engine(name: str, **options: Any) -> Any:
     """The engine called `name`, its module imported now. Options go to its constructor (`threads=1` for local)."""
-    spec = engine_spec(name)
-    return getattr(importlib.import_module(spec.module), spec.class_name)(**options)
+    module, _, class_name = engine_spec(name).factory.partition(":")
+    return getattr(importlib.import_module(module), class_name)(**options)

@@ -6,6 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from machine_lsp.engines.registry import EngineName
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import (
     ConfigError,
@@ -13,6 +16,16 @@ from machine_lsp.scaffold.config import (
     apply_overrides,
     load_project_config,
 )
+
+
+class EngineArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """What every job that runs an engine is told: the config file, and the engine, model and threads that override
+    it (each job's arguments extend these)."""
+
+    config: str | None = None
+    engine: EngineName | None = None
+    model: str | None = None
+    threads: int | None = None
 
 
 def project_config(

@@ -15,9 +15,9 @@ from typing import Any, Literal
 import msgspec
 
 from machine_lsp.core import evals, runs
-from machine_lsp.engines.registry import EngineName, engine_for_address
+from machine_lsp.engines.registry import engine_for_address
 from machine_lsp.jobs import events as ev
-from machine_lsp.jobs.common import make_engine, project_config, served_model
+from machine_lsp.jobs.common import EngineArgs, make_engine, project_config, served_model
 from machine_lsp.jobs.data import resolve
 from machine_lsp.jobs.runner import JobContext, JobError
 
@@ -25,11 +25,7 @@ RESULTS_DIR = "eval_results"
 CHUNK = 16
 
 
-class EvalArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    config: str | None = None
-    engine: EngineName | None = None
-    model: str | None = None
-    threads: int | None = None
+class EvalArgs(EngineArgs, kw_only=True):
     data: str | None = None
     checkpoint: str | None = None
     name: str | None = None
@@ -190,12 +186,7 @@ def _evaluate(ctx: JobContext, args: EvalArgs, *, name: str, default_out: str) -
         raise JobError(str(exc)) from None
     probe = _probe(ctx, cfg, sampler) if args.probe else None
     done = time.perf_counter()
-    timings = evals.Timings(
-        load_seconds=round(loaded - started, 3),
-        sample_seconds=round(sampled - loaded, 3),
-        total_seconds=round(done - started, 3),
-        rows_per_second=round(len(cases) / (sampled - loaded), 3) if sampled > loaded else 0.0,
-    )
+    timings = evals.Timings.measured(started, loaded, sampled, done, len(cases))
     result = evals.build_result(
         rows,
         name=name,
@@ -303,12 +294,7 @@ def eval_probe(ctx: JobContext, args: EvalArgs) -> tuple[dict[str, Any], str]:
         checkpoint=checkpoint,
         engine=engine_name,
         probe=probe,
-        timings=evals.Timings(
-            load_seconds=round(loaded - started, 3),
-            sample_seconds=round(done - loaded, 3),
-            total_seconds=round(done - started, 3),
-            rows_per_second=round(probe.n / (done - loaded), 3) if done > loaded else 0.0,
-        ),
+        timings=evals.Timings.measured(started, loaded, done, done, probe.n),
         created_at=runs.now_iso(),
         max_tokens=cfg.eval.max_tokens,
         run_id=ctx.run_id,

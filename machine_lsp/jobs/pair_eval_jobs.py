@@ -16,9 +16,9 @@ import msgspec
 from machine_lsp.core import runs
 from machine_lsp.core.preference import PairScore, messages_of, preference_report, read_comparison_rows
 from machine_lsp.core.schema import RowFileError
-from machine_lsp.engines.registry import EngineName, engine_for_address
+from machine_lsp.engines.registry import engine_for_address
 from machine_lsp.jobs import events as ev
-from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
+from machine_lsp.jobs.common import EngineArgs, make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.data import resolve, validate_or_fail
 from machine_lsp.jobs.eval_jobs import checkpoint_name, write_file
 from machine_lsp.jobs.runner import JobContext, JobError
@@ -26,11 +26,7 @@ from machine_lsp.jobs.runner import JobContext, JobError
 BATCH = 16  # pairs scored per engine call
 
 
-class EvalPairsArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    config: str | None = None
-    engine: EngineName | None = None
-    model: str | None = None
-    threads: int | None = None
+class EvalPairsArgs(EngineArgs, kw_only=True):
     data: str  # a pairs file (tinker-cookbook comparisons, `machine export pairs`)
     checkpoint: str | None = None  # None: the base model (accuracy 0, margin 0: the reference itself)
     name: str | None = None

@@ -8,27 +8,14 @@ the held-out delta with the exact McNemar p, bleed, tool retention, and promoted
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from machine_lsp.jobs.runner import JobContext
-from machine_lsp.jobs.train_jobs import TrainArgs, train_run
+from machine_lsp.jobs.train_jobs import StoreRunArgs, TrainArgs, train_run
 
-
-class RetrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    config: str | None = None
-    engine: Literal["local", "tinker"] | None = None
-    model: str | None = None
-    epochs: int | None = None
-    steps: int | None = None
-    learning_rate: float | None = None
-    batch_size: int | None = None
-    save_every: int | None = None
-    threads: int | None = None
-    seed: int | None = None
-    scope: Literal["auto", "off"] | None = None
-    anchor_ratio: float | None = None
+RetrainArgs = StoreRunArgs  # the job's arguments, by the name the verb registry gives them
 
 
 def retrain(ctx: JobContext, args: RetrainArgs) -> tuple[dict[str, Any], str]:

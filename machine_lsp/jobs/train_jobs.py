@@ -30,10 +30,9 @@ from machine_lsp.core import runs
 from machine_lsp.core.run_plan import RunSize, describe_size
 from machine_lsp.core.schema import Message
 from machine_lsp.engines.objectives import STAGED
-from machine_lsp.engines.registry import EngineName
 from machine_lsp.jobs import events as ev
 from machine_lsp.jobs.anchor_jobs import add_anchors
-from machine_lsp.jobs.common import make_engine, project_config, renderer_for, served_model
+from machine_lsp.jobs.common import EngineArgs, make_engine, project_config, renderer_for, served_model
 from machine_lsp.jobs.data import leave_out_eval_rows
 from machine_lsp.jobs.gate_jobs import HeldOut, hold_out, run_gate
 from machine_lsp.jobs.greedy_cache import AnswerCache
@@ -46,27 +45,28 @@ from machine_lsp.scaffold.support import datum_size, lora_settings, lr_at, sched
 SMOKE_STEPS = 2
 
 
-class TrainArgs(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    config: str | None = None
-    engine: EngineName | None = None
-    model: str | None = None
-    data: str | None = None
+class StoreRunArgs(EngineArgs, kw_only=True):
+    """A training run's size and scope: all `retrain` takes (the store gives the rows, SFT the objective)."""
+
     epochs: int | None = None
     steps: int | None = None
     learning_rate: float | None = None
+    batch_size: int | None = None
+    save_every: int | None = None
+    seed: int | None = None
+    scope: Literal["auto", "off"] | None = None
+    anchor_ratio: float | None = None
+
+
+class TrainArgs(StoreRunArgs, kw_only=True):
+    data: str | None = None
     lr_schedule: Literal["constant", "linear", "cosine"] | None = None
     rank: int | None = None
     alpha: int | None = None
-    batch_size: int | None = None
-    save_every: int | None = None
     max_length: int | None = None
-    seed: int | None = None
-    threads: int | None = None
     resume: str | None = None
     objective: Literal["sft", "dpo", "kto", "sft+dpo"] | None = None
     beta: float | None = None
-    scope: Literal["auto", "off"] | None = None
-    anchor_ratio: float | None = None
     pairs: str | None = None
     rpo_alpha: float | None = None
     dpo_learning_rate: float | None = None

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from machine_lsp.core.safe_files import read_input
 from machine_lsp.engines.objectives import RUN_OBJECTIVES, STAGED
 from machine_lsp.engines.objectives.base import DEFAULT_BETA
 from machine_lsp.engines.registry import EngineName, engine_spec
@@ -200,12 +201,9 @@ class MachineConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 def load_config(path: Path) -> MachineConfig:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file (run `machine train sft` to write one)") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    raw = read_input(
+        path, ConfigError, "a TOML file", missing="no such file (run `machine train sft` to write one)"
+    )
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -187,6 +187,15 @@ def check_sampling(api: Api, body: dict[str, Any]) -> None:
             raise RequestError(f"{name} must be an integer >= 1, got {json.dumps(value)[:40]}", param=name)
 
 
+def _tool(name: str, description: str | None, parameters: dict[str, Any] | None) -> dict[str, Any]:
+    """A declared tool as the renderer takes it, whichever API declared it (no parameters: an empty object)."""
+    return {
+        "name": name,
+        "description": description or "",
+        "parameters": parameters or {"type": "object", "properties": {}},
+    }
+
+
 def _common(conv: Conversation, params: dict[str, Any], body: dict[str, Any]) -> Conversation:
     conv.temperature = params.get("temperature")
     conv.top_p = params.get("top_p")
@@ -198,11 +207,9 @@ def from_chat_completions(body: Any) -> Conversation:
     params = validate("chat.completions", body)
     messages = [_chat_message(item, f"messages.{index}") for index, item in enumerate(params["messages"])]
     tools = [
-        {
-            "name": tool["function"]["name"],
-            "description": tool["function"].get("description", ""),
-            "parameters": tool["function"].get("parameters") or {"type": "object", "properties": {}},
-        }
+        _tool(
+            tool["function"]["name"], tool["function"].get("description"), tool["function"].get("parameters")
+        )
         for tool in params.get("tools") or []
         if tool.get("type") == "function"
     ]
@@ -293,11 +300,7 @@ def from_responses(body: Any) -> Conversation:
     for index, item in enumerate(items or []):
         _responses_item(item, f"input.{index}", messages)
     tools = [
-        {
-            "name": tool["name"],
-            "description": tool.get("description") or "",
-            "parameters": tool.get("parameters") or {"type": "object", "properties": {}},
-        }
+        _tool(tool["name"], tool.get("description"), tool.get("parameters"))
         for tool in params.get("tools") or []
         if tool.get("type") == "function"
     ]
@@ -366,11 +369,7 @@ def from_messages(body: Any) -> Conversation:
         else:
             messages.extend(_anthropic_user(content, where))
     tools = [
-        {
-            "name": tool["name"],
-            "description": tool.get("description") or "",
-            "parameters": tool.get("input_schema") or {"type": "object", "properties": {}},
-        }
+        _tool(tool["name"], tool.get("description"), tool.get("input_schema"))
         for tool in params.get("tools") or []
         if "input_schema" in tool
     ]

@@ -35,10 +35,11 @@ from machine_lsp.engines import render
 from machine_lsp.serve import llama_backend, swap
 from machine_lsp.serve import protocol as P
 from machine_lsp.serve import shapes as S
+from machine_lsp.serve.exchange import USAGE_KEY, Exchange, error_response
 from machine_lsp.serve.generation import BatchGenerator, Generation, Loaded
 from machine_lsp.serve.http_guard import guard_middleware
 from machine_lsp.serve.ports import bind  # noqa: F401 - `server.bind` is what the CLI and jobs call
-from machine_lsp.serve.served_log import ServedLog, ServedRow, now_iso, usage
+from machine_lsp.serve.served_log import ServedLog
 from machine_lsp.serve.streaming import stream
 
 DEFAULT_MAX_TOKENS = 1024
@@ -46,7 +47,6 @@ DEFAULT_MAX_BODY_MB = 8.0
 SHUTDOWN_GRACE_S = 2.0  # handlers still running this long after the generations ended are cancelled
 BIG_BODY = 1 << 20  # after a body this large, free memory back to the system (glibc keeps it otherwise)
 LOG = logging.getLogger("machine.serve")
-USAGE_KEY = web.RequestKey("machine.usage", tuple)
 ANSWERED_BY = web.RequestKey("machine.checkpoint", str)  # the checkpoint a request was submitted to
 
 
@@ -114,13 +114,9 @@ class Server:
             return "responses"
         return "chat.completions"
 
-    def _error(self, api: P.Api, error: P.RequestError, kind: str = "invalid_request_error") -> web.Response:
-        body = S.anthropic_error(error, kind) if api == "messages" else S.openai_error(error, kind)
-        return web.Response(body=body, status=error.status, content_type="application/json")
-
     def _refusal(self, request: web.Request, status: int, message: str) -> web.Response:
         kind = "permission_error" if status == 403 else "invalid_request_error"
-        return self._error(self._api_of(request.path), P.RequestError(message, status=status), kind)
+        return error_response(self._api_of(request.path), P.RequestError(message, status=status), kind)
 
     @web.middleware
     async def _log_line(self, request: web.Request, handler: Callable[[web.Request], Awaitable[Any]]) -> Any:
@@ -158,19 +154,19 @@ class Server:
                 given = given or bearer[7:].strip()
             if not hmac.compare_digest(given.encode(), key.encode()):
                 error = P.RequestError("missing or wrong API key", status=401)
-                return self._error(self._api_of(request.path), error, "authentication_error")
+                return error_response(self._api_of(request.path), error, "authentication_error")
         try:
             return await handler(request)
         except web.HTTPException as exc:
             if exc.status >= 400:
                 error = P.RequestError(f"{request.method} {request.path}: {exc.reason}", status=exc.status)
                 kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
-                return self._error(self._api_of(request.path), error, kind)
+                return error_response(self._api_of(request.path), error, kind)
             raise
         except Exception as exc:  # a bug answers 500 in the API's shape; the server keeps serving
             LOG.exception("request to %s failed", request.path)
             error = P.RequestError(f"internal error: {type(exc).__name__}: {exc}", status=500)
-            return self._error(self._api_of(request.path), error, "api_error")
+            return error_response(self._api_of(request.path), error, "api_error")
 
     async def health(self, request: web.Request) -> web.Response:
         state, slots = self.state, [self.slot, *self.state.draining]
@@ -207,7 +203,7 @@ class Server:
         try:
             tokens = await self._in_worker(prepare, await self._read(request))
         except P.RequestError as exc:
-            return self._error("messages", exc)
+            return error_response("messages", exc)
         return web.Response(
             body=S.dump(MessageTokensCount(input_tokens=len(tokens))), content_type="application/json"
         )
@@ -279,7 +275,7 @@ class Server:
             try:
                 conv, messages, tokens = await self._in_worker(self._prepared(api), await self._read(request))
             except P.RequestError as exc:
-                return self._error(api, exc)
+                return error_response(api, exc)
             room = self.loaded.context_length - len(tokens)
             cap = self.settings.default_max_tokens  # --max-tokens caps every reply, asked-for or not
             generation = Generation(
@@ -294,7 +290,7 @@ class Server:
             try:
                 slot.generator.submit(generation)
             except RuntimeError:
-                return self._error(
+                return error_response(
                     api, P.RequestError("the server is shutting down", status=503), "api_error"
                 )
             swap.hold(slot)
@@ -311,122 +307,6 @@ class Server:
                 swap.release(self, slot)
 
         return handle
-
-
-class Exchange:
-    """One request being answered: turns the generation's tokens into text deltas and the final reply."""
-
-    def __init__(
-        self,
-        server: Server,
-        conv: P.Conversation,
-        messages: list[Message],
-        generation: Generation,
-        checkpoint: str,
-    ) -> None:
-        self.server = server
-        self.checkpoint = checkpoint  # the one answering: the slot this request was submitted to
-        self.conv = conv
-        self.messages = messages
-        self.generation = generation
-        self.model = server.settings.model_name
-        self.response_id = P.new_id(
-            {"chat.completions": "chatcmpl-", "responses": "resp_", "messages": "msg_"}[conv.api]
-        )
-        self.text = ""
-        self.sent = 0
-        self.stopped = False
-
-    async def deltas(self) -> Any:
-        """Yield text that is safe to show now (never part of a tool-call block)."""
-        tokenizer = self.server.tokenizer
-        async for _ in self.generation.stream():
-            self.text = tokenizer.decode(self.generation.tokens, skip_special_tokens=False)
-            for stop in self.conv.stop:
-                at = self.text.find(stop, max(0, self.sent - len(stop)))
-                if stop and at >= 0:
-                    self.text = self.text[:at]
-                    self.stopped = True
-            if self.stopped:
-                self.generation.cancel()
-            safe = P.streamable_prefix(self.text)
-            if safe > self.sent:
-                yield self.text[self.sent : safe]
-                self.sent = safe
-            if self.stopped:
-                break
-        if self.generation.finish_reason in (None, "cancelled") and not self.stopped:
-            raise asyncio.CancelledError  # the client went away: nothing to answer, nothing to log
-
-    def reply(self) -> P.Reply:
-        generation = self.generation
-        if generation.finish_reason == "error":
-            raise RuntimeError(generation.error or "generation failed")
-        finished = generation.finish_reason == "stop" or self.stopped
-        if self.stopped:
-            text, calls = self.text, []
-        else:
-            text, calls = P.parse_reply(
-                generation.tokens, self.server.renderer, self.server.end_token, finished
-            )
-        finish = "tool_calls" if calls else ("stop" if finished else "length")
-        return P.Reply(
-            text=text,
-            tool_calls=calls,
-            finish=finish,
-            prompt_tokens=len(generation.prompt),
-            completion_tokens=len(generation.tokens),
-        )
-
-    def unsent_text(self, reply: P.Reply) -> str:
-        """Text still to stream once the reply is whole (none when it ended in tool calls)."""
-        if reply.tool_calls:
-            return ""
-        return reply.text[self.sent :] if reply.text.startswith(self.text[: self.sent]) else ""
-
-    def note_usage(self, request: web.Request, reply: P.Reply) -> None:
-        request[USAGE_KEY] = (reply.prompt_tokens, reply.completion_tokens)
-
-    async def record(self, reply: P.Reply) -> None:
-        log = self.server.settings.log
-        self.server.served += 1
-        if log is None:
-            return
-        answer = Message(role="assistant", content=reply.text, tool_calls=reply.tool_calls or None)
-        row = ServedRow(
-            messages=[*self.messages, answer],
-            model=self.model,
-            checkpoint=self.checkpoint,
-            time=now_iso(),
-            api=self.conv.api,
-            finish_reason=reply.finish,
-            usage=usage(reply.prompt_tokens, reply.completion_tokens),
-        )
-        await asyncio.get_running_loop().run_in_executor(None, log.append, row)
-
-    async def whole(self, request: web.Request) -> web.Response:
-        async for _ in self.deltas():
-            pass
-        try:
-            reply = self.reply()
-        except RuntimeError as exc:
-            status = 503 if self.server.closing else 500
-            return self.server._error(self.conv.api, P.RequestError(str(exc), status=status), "api_error")
-        self.note_usage(request, reply)
-        await self.record(reply)
-        api = self.conv.api
-        if api == "chat.completions":
-            body = S.chat_completion(reply, self.model, self.response_id)
-        elif api == "responses":
-            output = S.response_output(reply, P.new_id("msg_"))
-            body = S.dump(
-                S.response_object(
-                    self.response_id, self.model, status=S.response_status(reply), output=output, reply=reply
-                )
-            )
-        else:
-            body = S.dump(S.anthropic_message(reply, self.model, self.response_id))
-        return web.Response(body=body, content_type="application/json")
 
 
 # ---------------------------------------------------------------------------------------------------------------

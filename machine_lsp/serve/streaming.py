@@ -21,7 +21,7 @@ from machine_lsp.serve import shapes as S
 from machine_lsp.serve.protocol import Reply, RequestError, new_id
 
 if TYPE_CHECKING:
-    from machine_lsp.serve.server import Exchange
+    from machine_lsp.serve.exchange import Exchange
 
 DISCONNECTS = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, asyncio.CancelledError)
 

@@ -533,7 +533,7 @@ def test_fast_path_structs_mirror_the_schema() -> None:
     )  # function_call: only to reject it
     assert fields(v._ToolCall) == fields(schema.ToolCall)
     assert fields(v._Function) == fields(schema.ToolFunction)
-    assert fields(v._Row) - {"tools", "functions"} == fields(schema.EvalRow)  # row keys of other trainers
+    assert fields(v._RowOf) - {"tools", "functions"} == fields(schema.EvalRow)  # row keys of other trainers
     assert fields(v._Text) == fields(schema.TextPart)
     assert fields(v._Thinking) == fields(schema.ThinkingPart)
 

@@ -9,6 +9,7 @@ import msgspec
 
 from machine_lsp.core.evals.grading import EvalError, Grader, compile_pattern
 from machine_lsp.core.lines import split_lines
+from machine_lsp.core.safe_files import read_input_text
 from machine_lsp.core.schema import EvalRow, Message, TrainingRow, text_of, training_row_from_obj
 
 
@@ -66,18 +67,7 @@ def case_from_obj(obj: object, index: int, *, where: str = "") -> EvalCase:
 
 def load_cases(path: Path) -> list[EvalCase]:
     """Eval rows from a JSONL file; raises EvalError naming the file and line of the first bad row."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise EvalError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise EvalError(f"{path}: is a directory, expected a JSONL file") from None
-    except OSError as exc:
-        raise EvalError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise EvalError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    text = read_input_text(path, EvalError, "a JSONL file")
     cases: list[EvalCase] = []
     for line_no, line in enumerate(split_lines(text), start=1):
         if not line.strip():

@@ -18,6 +18,7 @@ import msgspec
 from machine_lsp.core.evals.grading import EvalError, bleeds, compile_pattern
 from machine_lsp.core.evals.results import ProbeResult, ProbeRow
 from machine_lsp.core.lines import split_lines
+from machine_lsp.core.safe_files import read_input_text
 from machine_lsp.core.schema import Message, text_of, training_row_from_obj
 
 BUILTIN_PROBES: tuple[str, ...] = (
@@ -51,12 +52,7 @@ def probe_prompts(extra: Iterable[str] = ()) -> list[str]:
 def load_probe_questions(path: Path) -> list[str]:
     """User probe questions: a .jsonl of ``{"question": ...}`` / ``{"prompt": ...}`` / chat rows (last user message),
     or plain text with one question per line."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise EvalError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalError(f"{path}: cannot read probe questions: {exc}") from None
+    text = read_input_text(path, EvalError, "a file of probe questions")
     questions: list[str] = []
     jsonl = path.suffix == ".jsonl"
     for line_no, line in enumerate(split_lines(text), start=1):

@@ -17,6 +17,7 @@ from machine_lsp.core.evals.grading import (
     format_ok,
     grade,
 )
+from machine_lsp.core.safe_files import read_input
 
 SCHEMA_VERSION = 1
 
@@ -52,6 +53,16 @@ class Timings(msgspec.Struct):
     sample_seconds: float = 0.0
     total_seconds: float = 0.0
     rows_per_second: float = 0.0
+
+    @classmethod
+    def measured(cls, started: float, loaded: float, sampled: float, done: float, rows: int) -> Timings:
+        """An eval's phases from its `time.perf_counter()` readings, and its rows decoded per second."""
+        return cls(
+            load_seconds=round(loaded - started, 3),
+            sample_seconds=round(sampled - loaded, 3),
+            total_seconds=round(done - started, 3),
+            rows_per_second=round(rows / (sampled - loaded), 3) if sampled > loaded else 0.0,
+        )
 
 
 class EvalResult(msgspec.Struct, omit_defaults=False):
@@ -169,12 +180,7 @@ def encode_result(result: EvalResult | ProbeReport) -> bytes:
 
 
 def load_result(path: Path) -> EvalResult:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise EvalError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise EvalError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    data = read_input(path, EvalError, "an eval result file")
     try:
         return msgspec.json.decode(data, type=EvalResult)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

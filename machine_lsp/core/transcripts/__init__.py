@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from machine_lsp.core.lines import normalize_line_ends
-from machine_lsp.core.safe_files import read_regular
+from machine_lsp.core.safe_files import read_regular, unreadable_reason
 from machine_lsp.core.transcripts.base import SNIFF_LINES, TranscriptAdapter, TranscriptError, Turn, TurnList
 from machine_lsp.core.transcripts.captured import CapturedAdapter
 from machine_lsp.core.transcripts.chat_jsonl import ChatJsonlAdapter
@@ -104,14 +104,8 @@ def read_text(path: Path, uri: str | None = None) -> str:
     try:
         # A FIFO or /dev/zero is refused, never read until it blocks or fills memory.
         data = read_regular(path)
-    except FileNotFoundError:
-        raise TranscriptError(uri, "no such file") from None
-    except IsADirectoryError:
-        raise TranscriptError(uri, "is a directory, expected a JSONL file") from None
-    except PermissionError:
-        raise TranscriptError(uri, "permission denied") from None
     except OSError as exc:
-        raise TranscriptError(uri, f"cannot read: {exc.strerror or exc}") from None
+        raise TranscriptError(uri, unreadable_reason(exc, "a JSONL file")) from None
     data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM is harmless; drop it rather than fail line 1
     nul = data.find(b"\x00")
     if nul != -1:

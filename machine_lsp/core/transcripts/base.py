@@ -124,6 +124,37 @@ class LogLine:
         return message if isinstance(message, dict) else {}
 
 
+def str_or_none(value: Any) -> str | None:
+    """A log's string field, or None where it is missing, empty or not a string."""
+    return value if isinstance(value, str) and value else None
+
+
+def answer_source(
+    uri: str,
+    harness: str,
+    session_id: Any,
+    line: int,
+    entry_id: Any = None,
+    *,
+    model: Any = None,
+    provider: Any = None,
+) -> Source:
+    """Where a session log's turn comes from: the line its answer stands on (the one line that selects it), with the
+    session, entry, model and provider the log names there, as read (a value that is not a non-empty string: not
+    named)."""
+    return Source(
+        kind="session_log",
+        uri=uri,
+        line=line,
+        end_line=line,
+        entry_id=str_or_none(entry_id),
+        session_id=str_or_none(session_id),
+        harness=harness,
+        model=str_or_none(model),
+        provider=str_or_none(provider),
+    )
+
+
 def collect_turn(result: TurnList, make: Callable[..., Turn | None], *args: Any, **kwargs: Any) -> None:
     """Add the turn `make(*args, **kwargs)` builds from one line, or the problem it raises: a broken line never
     hides the others."""

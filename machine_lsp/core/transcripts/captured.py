@@ -14,11 +14,12 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core.schema import Message, Source, text_of
+from machine_lsp.core.schema import Message, text_of
 from machine_lsp.core.transcripts.base import (
     TranscriptError,
     Turn,
     TurnList,
+    answer_source,
     any_line_decodes_to,
     collect_turn,
     display_path,
@@ -98,14 +99,6 @@ def _turn(obj: dict[str, Any], uri: str, line_no: int, session: str, *, trace: b
         blocked = "the answer is empty"
     tools = obj.get("tools")
     extra = {"tools": tools} if trace and has_tools and isinstance(tools, list) else {}
-    source = Source(
-        kind="session_log",
-        uri=uri,
-        line=line_no,
-        end_line=line_no,
-        session_id=obj.get("session") if isinstance(obj.get("session"), str) else session,
-        harness=HARNESS,
-        model=obj.get("model") if isinstance(obj.get("model"), str) else None,
-        provider=obj.get("api") if isinstance(obj.get("api"), str) else None,
-    )
+    session = obj.get("session") if isinstance(obj.get("session"), str) else session
+    source = answer_source(uri, HARNESS, session, line_no, model=obj.get("model"), provider=obj.get("api"))
     return Turn(line_no, line_no, messages, len(messages) - 1, source, tags_blocked=blocked, extra=extra)

@@ -34,13 +34,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from machine_lsp.core.schema import Message, Source, TextPart
+from machine_lsp.core.schema import Message, TextPart
 from machine_lsp.core.transcripts.base import (
     LineSniffer,
     LogReader,
     TranscriptError,
     Turn,
     TurnList,
+    answer_source,
     json_objects,
     reply_with_calls_blocked,
 )
@@ -409,15 +410,13 @@ class _Reader(LogReader):
             end_line=last.line,
             messages=messages,
             answer_index=len(messages) - 1,
-            source=Source(
-                kind="session_log",
-                uri=self.uri,
-                line=last.line,
-                end_line=last.line,
-                entry_id=last.uuid,
-                session_id=self.session_id,
-                harness=HARNESS,
-                model=_str_or_none(last.message.get("model")),
+            source=answer_source(
+                self.uri,
+                HARNESS,
+                self.session_id,
+                last.line,
+                last.uuid,
+                model=last.message.get("model"),
                 provider="anthropic",
             ),
             tags_blocked=self._blocked(members, messages[-1]),
@@ -467,7 +466,3 @@ class _Reader(LogReader):
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -48,10 +48,12 @@ from machine_lsp.core.transcripts.base import (
     LogReader,
     Turn,
     TurnList,
+    answer_source,
     assistant_message,
     dropped,
     json_objects,
     reply_with_calls_blocked,
+    str_or_none,
     unanswered_calls_warning,
 )
 from machine_lsp.core.transcripts.session_files import Homes, Session, file_session, first_object, glob_files
@@ -169,10 +171,10 @@ class _Reader(LogReader):
             payload = obj.get("payload")
             if kind in _LINE_TYPES and isinstance(payload, dict):
                 if kind == "session_meta":
-                    self.session_id = _str_or_none(payload.get("id")) or self.session_id
-                    self.provider = _str_or_none(payload.get("model_provider")) or self.provider
+                    self.session_id = str_or_none(payload.get("id")) or self.session_id
+                    self.provider = str_or_none(payload.get("model_provider")) or self.provider
                 elif kind == "turn_context":
-                    self.model = _str_or_none(payload.get("model")) or self.model
+                    self.model = str_or_none(payload.get("model")) or self.model
                 elif kind == "response_item":
                     self._item(payload, line_no)
                 elif kind == "compacted":
@@ -186,7 +188,7 @@ class _Reader(LogReader):
                 self._close()
                 continue
             if "instructions" in obj and "id" in obj and "timestamp" in obj and "payload" not in obj:
-                self.session_id = _str_or_none(obj.get("id")) or self.session_id  # the older header line
+                self.session_id = str_or_none(obj.get("id")) or self.session_id  # the older header line
             elif kind in _ITEM_TYPES:
                 self._item(obj, line_no)
         self._close()
@@ -240,7 +242,7 @@ class _Reader(LogReader):
             self.open = _Open(first_line=line)
         current = self.open
         current.last_line = line
-        current.entry_id = _str_or_none(item.get("id")) or current.entry_id
+        current.entry_id = str_or_none(item.get("id")) or current.entry_id
         if kind == "reasoning":
             if self.thinking:
                 texts = [
@@ -338,14 +340,12 @@ class _Reader(LogReader):
         return turn
 
     def _source(self, current: _Open) -> Source:
-        return Source(
-            kind="session_log",
-            uri=self.uri,
-            line=current.last_line,
-            end_line=current.last_line,
-            entry_id=current.entry_id,
-            session_id=self.session_id,
-            harness=HARNESS,
+        return answer_source(
+            self.uri,
+            HARNESS,
+            self.session_id,
+            current.last_line,
+            current.entry_id,
             model=self.model,
             provider=self.provider,
         )
@@ -445,7 +445,3 @@ def _text_turns(messages: list[Message]) -> list[Message]:
             and any(isinstance(part, TextPart) and part.text for part in message.content)
         )
     ]
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -27,12 +27,13 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core.schema import ContentPart, Message, Source, TextPart, ThinkingPart, text_of
+from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, text_of
 from machine_lsp.core.transcripts.base import (
     LineSniffer,
     TranscriptError,
     Turn,
     TurnList,
+    answer_source,
     assistant_message,
     json_objects,
     reply_with_calls_blocked,
@@ -303,16 +304,9 @@ class _Builder:
                 blocked = reply_with_calls_blocked(has_text)
         if blocked is None and not any(m.role == "user" for m in messages):
             blocked = "no user message before this answer"
-        source = Source(
-            kind="session_log",
-            uri=self.uri,
-            line=line,
-            end_line=line,
-            entry_id=message["id"],
-            session_id=self.session_id,
-            harness=HARNESS,
-            model=message.get("model") if isinstance(message.get("model"), str) else None,
-            provider="google",
+        model = message.get("model")
+        source = answer_source(
+            self.uri, HARNESS, self.session_id, line, message["id"], model=model, provider="google"
         )
         turn = Turn(
             min(self.span_start, line), line, messages, len(messages) - 1, source, tags_blocked=blocked

@@ -30,8 +30,8 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core.schema import ContentPart, Message, Source, TextPart, ThinkingPart, ToolCall, text_of
-from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, tool_call
+from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall, text_of
+from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, answer_source, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 from machine_lsp.core.transcripts.session_files import Homes, Session
 from machine_lsp.core.transcripts.unknown import describe_document
@@ -238,16 +238,14 @@ class _Reader:
             end_line=line,
             messages=SharedPath(turn_messages),  # type: ignore[arg-type]
             answer_index=turn_messages.size - 1,
-            source=Source(
-                kind="session_log",
-                uri=self.uri,
-                line=line,
-                end_line=line,
-                entry_id=entry_id,
-                session_id=self.session_id,
-                harness=HARNESS,
-                model=_str(info.get("modelID")) or None,
-                provider=_str(info.get("providerID")) or None,
+            source=answer_source(
+                self.uri,
+                HARNESS,
+                self.session_id,
+                line,
+                entry_id,
+                model=info.get("modelID"),
+                provider=info.get("providerID"),
             ),
             tags_blocked=self._blocked(info, answer),
             warnings=SharedPath(warnings),  # type: ignore[arg-type]

@@ -26,12 +26,13 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from machine_lsp.core.schema import Message, Source
+from machine_lsp.core.schema import Message
 from machine_lsp.core.transcripts.base import (
     LogReader,
     TranscriptError,
     Turn,
     TurnList,
+    answer_source,
     decode_json_line,
     reply_with_calls_blocked,
     unanswered_calls_warning,
@@ -41,7 +42,6 @@ from machine_lsp.core.transcripts.pi_entries import (
     Entry,
     EntryConverter,
     compaction_summary,
-    str_or_none,
     text_of_parts,
 )
 from machine_lsp.core.transcripts.session_files import Homes, Session, file_session, first_object, glob_files
@@ -375,16 +375,14 @@ class _SessionReader(LogReader):
             end_line=answer_entry.line,
             messages=SharedPath(messages),  # type: ignore[arg-type]  # a read-only list, shared with other turns
             answer_index=messages.size - 1,
-            source=Source(
-                kind="session_log",
-                uri=self.uri,
-                line=answer_entry.line,
-                end_line=answer_entry.line,
-                entry_id=None if answer_entry.synthetic_id else answer_entry.id,
-                session_id=self.session_id,
-                harness=self.harness,
-                model=str_or_none(answer_message.get("model")),
-                provider=str_or_none(answer_message.get("provider")),
+            source=answer_source(
+                self.uri,
+                self.harness,
+                self.session_id,
+                answer_entry.line,
+                None if answer_entry.synthetic_id else answer_entry.id,
+                model=answer_message.get("model"),
+                provider=answer_message.get("provider"),
             ),
             tags_blocked=self._blocked(answer_message, answer),
             warnings=SharedPath(before.warnings.then(own_warnings)),  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall
-from machine_lsp.core.transcripts.base import LogLine, dropped, logged_call
+from machine_lsp.core.transcripts.base import LogLine, dropped, logged_call, str_or_none
 
 # Pi's own wrappers (pi-coding-agent 0.73.1, core/messages.ts): the summary text the model reads is exactly this.
 COMPACTION_SUMMARY_PREFIX = (
@@ -235,7 +235,3 @@ def text_of_parts(content: Any) -> str:
         for part in content
         if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
     )
-
-
-def str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

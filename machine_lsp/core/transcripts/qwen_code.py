@@ -22,12 +22,13 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core.schema import ContentPart, Message, Source, TextPart, ThinkingPart, ToolCall
+from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart, ToolCall
 from machine_lsp.core.transcripts.base import (
     LineSniffer,
     TranscriptError,
     Turn,
     TurnList,
+    answer_source,
     assistant_message,
     json_objects,
     reply_with_calls_blocked,
@@ -207,15 +208,8 @@ class _Reader:
             end_line=line_no,
             messages=conversation,
             answer_index=len(conversation) - 1,
-            source=Source(
-                kind="session_log",
-                uri=self.uri,
-                line=line_no,
-                end_line=line_no,
-                entry_id=uuid,
-                session_id=obj.get("sessionId") if isinstance(obj.get("sessionId"), str) else None,
-                harness=HARNESS,
-                model=obj.get("model") if isinstance(obj.get("model"), str) and obj.get("model") else None,
+            source=answer_source(
+                self.uri, HARNESS, obj.get("sessionId"), line_no, uuid, model=obj.get("model")
             ),
             tags_blocked=self._blocked(obj, answer),
             warnings=warnings,

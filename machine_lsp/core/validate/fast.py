@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -41,6 +41,9 @@ class _ToolCall(msgspec.Struct, gc=False):
     type: str = "function"
 
 
+M = TypeVar("M")
+
+
 class _Message(msgspec.Struct, gc=False):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: _NonEmpty | Annotated[list[_Text | _Thinking], msgspec.Meta(min_length=1)]
@@ -70,35 +73,26 @@ class _Tool(msgspec.Struct, gc=False):
 _Tools = list[_Tool] | None
 
 
-class _Row(msgspec.Struct, gc=False):
-    messages: Annotated[list[_Message], msgspec.Meta(min_length=1)]
-    expected: _NonEmpty | None = None
-    match: Literal["exact", "contains", "regex"] = "exact"
-    id: str | None = None
-    tools: _Tools = None
-    functions: None = None
-
-
-class _LooseMessage(msgspec.Struct, gc=False):
+class _LooseMessage(_Message, gc=False):
     """_Message without the non-empty rule: an assistant message that makes tool calls may have no text."""
 
-    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[_Text | _Thinking] | None = None  # missing or null: only with tool calls (checked)
-    tool_calls: list[_ToolCall] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
-    weight: Literal[0, 1] | None = None
-    trainable: bool | None = None
-    function_call: None = None
 
 
-class _LooseRow(msgspec.Struct, gc=False):
-    messages: Annotated[list[_LooseMessage], msgspec.Meta(min_length=1)]
+class _RowOf(msgspec.Struct, Generic[M], gc=False):
+    """A chat row whose messages are `M`s (`_Message`; `_LooseMessage` for a row that makes tool calls;
+    `_PlainMessage`, the common row the file loop tries first)."""
+
+    messages: Annotated[list[M], msgspec.Meta(min_length=1)]
     expected: _NonEmpty | None = None
     match: Literal["exact", "contains", "regex"] = "exact"
     id: str | None = None
     tools: _Tools = None
     functions: None = None
+
+
+_Row = _RowOf[_Message]
+_LooseRow = _RowOf[_LooseMessage]
 
 
 class _PlainText(msgspec.Struct, tag="text", tag_field="type", gc=False):
@@ -119,13 +113,7 @@ class _PlainMessage(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     name: str | None = None
 
 
-class _PlainRow(msgspec.Struct, gc=False):
-    messages: Annotated[list[_PlainMessage], msgspec.Meta(min_length=1)]
-    expected: _NonEmpty | None = None
-    match: Literal["exact", "contains", "regex"] = "exact"
-    id: str | None = None
-    tools: _Tools = None
-    functions: None = None
+_PlainRow = _RowOf[_PlainMessage]
 
 
 _plain_row_decoder = msgspec.json.Decoder(_PlainRow)

@@ -53,20 +53,9 @@ def check_binary(data: bytes, name: str) -> None:
 
 def read_input(path: str | Path) -> bytes:
     """The bytes of a file to validate, or UnreadableFile with a message a person understands."""
-    p = Path(path)
-    try:
-        if p.is_dir():
-            raise UnreadableFile(f"{p}: is a directory, not a JSONL file")
-        from machine_lsp.core.safe_files import read_regular
+    from machine_lsp.core import safe_files
 
-        data = read_regular(p)  # a FIFO or /dev/zero is refused, never read until it blocks or fills memory
-    except FileNotFoundError:
-        raise UnreadableFile(f"{p}: no such file") from None
-    except PermissionError:
-        raise UnreadableFile(f"{p}: permission denied") from None
-    except IsADirectoryError:
-        raise UnreadableFile(f"{p}: is a directory, not a JSONL file") from None
-    except OSError as exc:
-        raise UnreadableFile(f"{p}: cannot be read ({exc.strerror or exc})") from None
+    p = Path(path)
+    data = safe_files.read_input(p, UnreadableFile, "a JSONL file")
     check_binary(data, str(p))
     return data

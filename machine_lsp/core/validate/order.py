@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from machine_lsp.core.validate.line_checks import LineChecker
-from machine_lsp.core.validate.spans import _item_span, _Span, _span_of, _value_span
+from machine_lsp.core.validate.spans import MessageAt, _item_span, _Span, _span_of
 
 
 def check_prompted(
@@ -32,29 +32,21 @@ def check_prompted(
     )
 
 
-def check_tool_answer(
-    ck: LineChecker,
-    message: dict[str, Any],
-    mspan: _Span | None,
-    mrange: tuple[int, int],
-    index: int,
-    tool_ids: set[str],
-    any_call: bool,
-) -> None:
+def check_tool_answer(ck: LineChecker, at: MessageAt, tool_ids: set[str], any_call: bool) -> None:
     """A tool message must answer a call an earlier assistant message made."""
-    call_id = message.get("tool_call_id")
+    call_id = at.message.get("tool_call_id")
     if call_id is None:
         if not any_call:
             ck.add(
                 "tool-unmatched",
-                f"tool message {index + 1} answers no tool call (no assistant tool_calls before it)",
-                *mrange,
+                f"tool {at.name} answers no tool call (no assistant tool_calls before it)",
+                *at.range,
             )
     elif isinstance(call_id, str) and call_id not in tool_ids:
         ck.add(
             "tool-unmatched",
-            f"tool message {index + 1} answers tool call `{call_id}`, which no earlier assistant message made",
-            *_span_of(_value_span(mspan, "tool_call_id"), mrange),
+            f"tool {at.name} answers tool call `{call_id}`, which no earlier assistant message made",
+            *at.value_range("tool_call_id"),
         )
 
 

@@ -24,7 +24,7 @@ from machine_lsp.core.validate.order import (
     check_results_follow_calls,
     check_tool_answer,
 )
-from machine_lsp.core.validate.spans import _item_span, _Span, _span_of, _spans, _value_span
+from machine_lsp.core.validate.spans import MessageAt, _item_span, _Span, _span_of, _spans, _value_span
 
 # Roles that other chat formats use, mapped to ours (ShareGPT, Gemini, ...); offered as fixes.
 ROLE_SYNONYMS = {
@@ -159,25 +159,24 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
             )
             roles.append(None)
             continue
-        role = _check_role(ck, message, mspan, mrange, index)
+        at = MessageAt(message, mspan, mrange, index)
+        role = _check_role(ck, at)
         roles.append(role)
         calls = message.get("tool_calls")
         has_calls = isinstance(calls, list) and len(calls) > 0
         # Judge the content by the role the writer meant ("Assistant"), so one typo gives one finding.
         intended = role if role is not None else _suggested_role(message.get("role"))
         # An empty tool result is a command that printed nothing: OpenAI and the cookbook train on it as is.
-        _check_content(
-            ck, message, mspan, mrange, index, intended == "assistant" and has_calls, intended == "tool"
-        )
+        _check_content(ck, at, intended == "assistant" and has_calls, intended == "tool")
         if calls is not None:
             ids = _check_tool_calls(ck, calls, _value_span(mspan, "tool_calls"), mrange, index, role)
             tool_ids.update(ids)
             any_call = any_call or has_calls
-        _check_string_fields(ck, message, mspan, mrange, index)
-        _check_training_flags(ck, message, mspan, mrange, index, intended)
-        _check_legacy_function_call(ck, message, mspan, mrange, index)
+        _check_string_fields(ck, at)
+        _check_training_flags(ck, at, intended)
+        _check_legacy_function_call(ck, at)
         if role == "tool":
-            check_tool_answer(ck, message, mspan, mrange, index, tool_ids, any_call)
+            check_tool_answer(ck, at, tool_ids, any_call)
         if role == "user":
             text = _text_of_content(message.get("content"))
             if text is not None:
@@ -191,47 +190,38 @@ def _check_messages(ck: LineChecker, messages: list[Any], span: _Span | None, is
     return prompt_key
 
 
-def _check_string_fields(
-    ck: LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
-) -> None:
+def _wrong_type(ck: LineChecker, what: str, must_be: str, value: Any, where: tuple[int, int]) -> None:
+    """The finding for a key whose value has the wrong type (`what` names the key and its owner)."""
+    ck.add("field-type", f"{what} must be {must_be}, not {describe(value)}", *where)
+
+
+def _check_string_fields(ck: LineChecker, at: MessageAt) -> None:
     """`tool_call_id` and `name`, when present, are strings."""
     for key in ("tool_call_id", "name"):
-        value = message.get(key)
+        value = at.message.get(key)
         if value is not None and not isinstance(value, str):
-            ck.add(
-                "field-type",
-                f"`{key}` of message {index + 1} must be a string, not {describe(value)}",
-                *_span_of(_value_span(mspan, key), mrange),
-            )
+            _wrong_type(ck, f"`{key}` of {at.name}", "a string", value, at.value_range(key))
 
 
-def _check_legacy_function_call(
-    ck: LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
-) -> None:
+def _check_legacy_function_call(ck: LineChecker, at: MessageAt) -> None:
     """OpenAI's deprecated `function_call`, named with what replaces it."""
-    if message.get("function_call") is not None:
+    if at.message.get("function_call") is not None:
         ck.add(
             "function-call-legacy",
-            f"message {index + 1} uses `function_call`, OpenAI's deprecated function-calling format, which "
+            f"{at.name} uses `function_call`, OpenAI's deprecated function-calling format, which "
             'tinker-cookbook renderers do not read; use `"tool_calls": [{"id": "call_1", "type": "function", '
             '"function": {"name": ..., "arguments": "<JSON text>"}}]` and answer it with a `tool` message '
             "that has the same `tool_call_id`",
-            *_span_of(_value_span(mspan, "function_call"), mrange),
+            *at.value_range("function_call"),
         )
 
 
-def _check_training_flags(
-    ck: LineChecker,
-    message: dict[str, Any],
-    mspan: _Span | None,
-    mrange: tuple[int, int],
-    index: int,
-    role: str | None,
-) -> None:
+def _check_training_flags(ck: LineChecker, at: MessageAt, role: str | None) -> None:
     """OpenAI's `weight` (0 or 1) and tinker-cookbook's `trainable` (a boolean) choose the trained messages."""
+    message = at.message
     if "weight" in message:
         weight = message["weight"]
-        wrange = _span_of(_value_span(mspan, "weight"), mrange)
+        wrange = at.value_range("weight")
         if weight is not None and (isinstance(weight, bool) or weight not in (0, 1)):
             shown = json.dumps(weight) if isinstance(weight, int | float | str) else describe(weight)
             fix = None
@@ -239,43 +229,38 @@ def _check_training_flags(
                 fix = Fix(f"Change weight to {int(weight)}", [ck.edit(*wrange, str(int(weight)))])
             ck.add(
                 "weight-invalid",
-                f"`weight` of message {index + 1} must be 0 (do not train on it) or 1 (train on it), not {shown}",
+                f"`weight` of {at.name} must be 0 (do not train on it) or 1 (train on it), not {shown}",
                 *wrange,
                 fix=fix,
             )
         elif weight is not None and role is not None and role != "assistant":
             ck.add(
                 "weight-not-assistant",
-                f"`weight` is read only on assistant messages; message {index + 1} is `{role}`, so it is ignored",
+                f"`weight` is read only on assistant messages; {at.name} is `{role}`, so it is ignored",
                 *wrange,
                 severity="warning",
             )
     trainable = message.get("trainable")
     if trainable is not None and not isinstance(trainable, bool):
-        ck.add(
-            "field-type",
-            f"`trainable` of message {index + 1} must be true or false, not {describe(trainable)}",
-            *_span_of(_value_span(mspan, "trainable"), mrange),
-        )
+        _wrong_type(ck, f"`trainable` of {at.name}", "true or false", trainable, at.value_range("trainable"))
 
 
-def _check_role(
-    ck: LineChecker, message: dict[str, Any], mspan: _Span | None, mrange: tuple[int, int], index: int
-) -> str | None:
+def _check_role(ck: LineChecker, at: MessageAt) -> str | None:
+    message = at.message
     if "role" not in message:
-        ck.add("role-missing", f"message {index + 1} has no `role`", *mrange)
+        ck.add("role-missing", f"{at.name} has no `role`", *at.range)
         return None
     role = message["role"]
     if role in ROLES:
         return role
-    rrange = _span_of(_value_span(mspan, "role"), mrange)
+    rrange = at.value_range("role")
     if not isinstance(role, str):
         ck.add("role-unknown", f"`role` must be a string, not {describe(role)}", *rrange)
         return None
     if role.strip().lower() == "function":
         ck.add(
             "function-role-legacy",
-            f'message {index + 1} has role "function", OpenAI\'s deprecated function-result format, which '
+            f'{at.name} has role "function", OpenAI\'s deprecated function-result format, which '
             'tinker-cookbook renderers do not read; use role "tool" with the `tool_call_id` of the assistant\'s '
             "`tool_calls` entry it answers",
             *rrange,
@@ -305,16 +290,8 @@ def _suggested_role(role: Any) -> str | None:
     return wanted if wanted in ROLES else None
 
 
-def _check_content(
-    ck: LineChecker,
-    message: dict[str, Any],
-    mspan: _Span | None,
-    mrange: tuple[int, int],
-    index: int,
-    may_be_null: bool,
-    may_be_empty: bool = False,
-) -> None:
-    where = f"message {index + 1}"
+def _check_content(ck: LineChecker, at: MessageAt, may_be_null: bool, may_be_empty: bool = False) -> None:
+    message, mspan, mrange, where = at.message, at.span, at.range, at.name
     may_be_empty = may_be_empty or may_be_null
     content = message.get("content")
     if content is None and may_be_null:
@@ -472,8 +449,4 @@ def _check_eval_keys(ck: LineChecker, obj: dict[str, Any], root: _Span | None) -
             ck.add("regex-invalid", f"`expected` is not a valid regular expression: {error}", *erange)
     row_id = obj.get("id")
     if row_id is not None and not isinstance(row_id, str):
-        ck.add(
-            "field-type",
-            f"`id` must be a string, not {describe(row_id)}",
-            *_span_of(_value_span(root, "id"), whole),
-        )
+        _wrong_type(ck, "`id`", "a string", row_id, _span_of(_value_span(root, "id"), whole))

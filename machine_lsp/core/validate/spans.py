@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any, NamedTuple
 
 # Beyond this many JSON tokens in one line the span parser gives up and findings cover the whole line, so that a
 # pathological 50 MB line of tiny tokens costs seconds, not minutes.
@@ -119,3 +120,21 @@ def _item_span(span: _Span | None, index: int) -> _Span | None:
     if span is None or span.items is None or index >= len(span.items):
         return None
     return span.items[index]
+
+
+class MessageAt(NamedTuple):
+    """A message being checked and where it stands: its span (None when the line has none), the range a finding
+    on the whole message covers, and its index in the row."""
+
+    message: dict[str, Any]
+    span: _Span | None
+    range: tuple[int, int]
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"message {self.index + 1}"
+
+    def value_range(self, key: str) -> tuple[int, int]:
+        """The range of `key`'s value, else the whole message's."""
+        return _span_of(_value_span(self.span, key), self.range)

@@ -33,8 +33,9 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
@@ -139,34 +140,28 @@ def fast_head(lm: Any) -> bool:
     return not any(getattr(lm.config, a, None) for a in ("final_logit_softcapping", "logit_scale"))
 
 
+@dataclass(kw_only=True, eq=False)
 class LocalEngine:
     """`Engine` implementation for CPU training and sampling."""
 
-    name = "local"
-    default_model = smollm2.MODEL_NAME
+    name: ClassVar[str] = "local"
+    default_model: ClassVar[str] = smollm2.MODEL_NAME
 
-    def __init__(
-        self,
-        *,
-        threads: int | None = None,
-        store_root: Path | None = None,
-        progress: Progress | None = None,
-        seed: int = 0,
-        max_micro_tokens: int = 2048,
-        max_padding: float = 0.10,
-        sample_batch_size: int = 32,
-    ) -> None:
-        self.threads = default_threads() if threads is None else int(threads)
+    threads: int | None = None  # None: `default_threads()`; the number in use once built
+    store_root: Path | None = None
+    progress: Progress | None = None
+    seed: int = 0
+    max_micro_tokens: int = 2048
+    max_padding: float = 0.10
+    sample_batch_size: int = 32
+
+    def __post_init__(self) -> None:
+        asked = self.threads
+        self.threads = default_threads() if asked is None else int(asked)
         if self.threads < 1:
-            raise EngineError(f"threads must be at least 1, got {threads}")
-        if max_micro_tokens < 1 or not 0.0 <= max_padding < 1.0 or sample_batch_size < 1:
+            raise EngineError(f"threads must be at least 1, got {asked}")
+        if self.max_micro_tokens < 1 or not 0.0 <= self.max_padding < 1.0 or self.sample_batch_size < 1:
             raise EngineError("max_micro_tokens and sample_batch_size must be >= 1 and max_padding in [0, 1)")
-        self.store_root = store_root
-        self.progress = progress
-        self.seed = seed
-        self.max_micro_tokens = max_micro_tokens
-        self.max_padding = max_padding
-        self.sample_batch_size = sample_batch_size
         import torch
 
         torch.set_num_threads(self.threads)

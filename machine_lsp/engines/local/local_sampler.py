@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from machine_lsp.engines import render
@@ -13,18 +14,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from machine_lsp.engines.local.local import LocalEngine
 
 
+@dataclass(eq=False)
 class LocalSampler:
     """`Sampler` implementation: batched greedy decoding (transformers `generate`), left padding, KV cache."""
 
-    def __init__(
-        self, engine: LocalEngine, tokenizer: Any, renderer: Any, model: Any, *, adapter_enabled: bool = True
-    ) -> None:
-        self.engine = engine
-        self.tokenizer = tokenizer
-        self.renderer = renderer
-        self.model = model
-        self.adapter_enabled = adapter_enabled
-        self.stop_ids = {int(t) for t in renderer.get_stop_sequences() if isinstance(t, int)}
+    engine: LocalEngine
+    tokenizer: Any
+    renderer: Any
+    model: Any
+    adapter_enabled: bool = field(default=True, kw_only=True)
+    stop_ids: set[int] = field(init=False)
+    pad_id: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        tokenizer = self.tokenizer
+        self.stop_ids = {int(t) for t in self.renderer.get_stop_sequences() if isinstance(t, int)}
         if tokenizer.eos_token_id is not None:
             self.stop_ids.add(int(tokenizer.eos_token_id))
         self.pad_id = int(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -53,24 +54,17 @@ def _adam_params(settings: OptimizerSettings, learning_rate: float) -> Any:
     )
 
 
+@dataclass(eq=False)
 class TinkerPendingStep:
     """A step on Tinker: its `forward_backward` and `optim_step` futures, both already submitted."""
 
-    def __init__(
-        self,
-        trainer: TinkerTrainer,
-        data: list[tinker.Datum],
-        fwd_bwd: Any,
-        optim: Any,
-        objective: Objective | None = None,
-    ) -> None:
-        self.trainer = trainer
-        self.data = data
-        self.objective = objective
-        self.fwd_bwd = fwd_bwd
-        self.optim = optim
-        self.submitted = time.perf_counter()
-        self._stats: StepStats | None = None
+    trainer: TinkerTrainer
+    data: list[tinker.Datum]
+    fwd_bwd: Any
+    optim: Any
+    objective: Objective | None = None
+    submitted: float = field(default_factory=time.perf_counter, init=False)
+    _stats: StepStats | None = field(default=None, init=False)
 
     def done(self) -> bool:
         return self._stats is not None or all(f.future().done() for f in (self.fwd_bwd, self.optim))

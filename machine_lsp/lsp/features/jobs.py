@@ -50,7 +50,7 @@ _LEVELS = {
 
 @dataclass
 class Job:
-    id: str
+    id: str = field(default_factory=lambda: secrets.token_hex(4), kw_only=True)  # 8 hex digits, new per job
     verb: str
     title: str
     args: dict[str, Any]
@@ -166,15 +166,7 @@ class JobsFeature(LanguageFeature):
                 check_name(args["name"], "eval result name")
             except ValueError as exc:
                 raise JobUnavailable(str(exc)) from None
-        job = Job(
-            id=secrets.token_hex(4),
-            verb=verb,
-            title=title,
-            args=args,
-            cwd=cwd,
-            token=token,
-            on_event=on_event,
-        )
+        job = Job(verb=verb, title=title, args=args, cwd=cwd, token=token, on_event=on_event)
         self.jobs[job.id] = job
         task = self.server.spawn(self._supervise(job), f"job {job.id}")
         if not wait:
