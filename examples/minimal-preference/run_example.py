@@ -69,6 +69,14 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
         ["--data", "data/kto.jsonl", "--lr", "1.5e-4"],
         "KTO on every tag, learning rate 1.5e-4",
     ),
+    # The arms above ran KTO with both class weights 1: 8 good vs 32 bad tags put 4x more of the loss on pushing
+    # chatty answers down than on pulling the rewrites up. The KTO paper keeps desirable_weight * n_good /
+    # (undesirable_weight * n_bad) in [1, 4/3]; kto_desirable_weight = "auto" (now the default) makes it 1.
+    "kto-balanced": (
+        "kto",
+        ["--data", "data/kto.jsonl"],
+        "KTO on every tag, desirable weight auto (4: 8 good vs 32 bad)",
+    ),
 }
 REFERENCE_ARM = "sft-full"
 #: SFT on the same good rows the preference arms see (the rewrites): the measure's like-for-like comparison
