@@ -77,6 +77,16 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
         ["--data", "data/kto.jsonl"],
         "KTO on every tag, desirable weight auto (4: 8 good vs 32 bad)",
     ),
+    "kto-balanced-lr1.5e-4": (
+        "kto",
+        ["--data", "data/kto.jsonl", "--lr", "1.5e-4"],
+        "KTO on every tag, desirable weight auto (4), learning rate 1.5e-4",
+    ),
+    "kto-balanced-lr3e-4": (
+        "kto",
+        ["--data", "data/kto.jsonl", "--lr", "3e-4"],
+        "KTO on every tag, desirable weight auto (4), learning rate 3e-4",
+    ),
 }
 REFERENCE_ARM = "sft-full"
 #: SFT on the same good rows the preference arms see (the rewrites): the measure's like-for-like comparison
