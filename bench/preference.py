@@ -8,7 +8,15 @@ model with the adapter disabled as the reference. Timed: the training steps only
 for both: model load, LoRA, optimizer; TRL also its dataset tokenization). Step-1 loss: with LoRA's zero-initialised
 B the policy equals the reference, so DPO's first loss is log 2 and KTO's is 0.5 in both.
 
-Run small: .venv/bin/python bench/preference.py [--pairs 8] [--batch 4] [--steps 3] [--write-doc]
+What makes the local steps faster with the same math (engines/local/local_packing.py, local_objectives.py): each
+micro-batch is one padding-free sequence with every shared prompt once (a pair's chosen and rejected, a KTO
+example and its KL datum), completions behind a block attention mask; KTO's KL datums a no-grad tail reading the
+prompt's cached keys and values; the output head and log-softmax only at trained positions; a row's reference
+log-probs kept for the run (here the third step's rows are the first step's: its reference pass is skipped).
+
+Run small: .venv/bin/python bench/preference.py [--pairs 8] [--batch 4] [--steps 3] [--rounds 3] [--write-doc]
+Each round runs every trainer afresh (set-up, then the timed steps); the table shows each trainer's median s/step
+over the rounds and the losses of the first round (every round's are the same: the runs are deterministic).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -194,9 +203,16 @@ def trl_run(
     return {"losses": losses, "seconds": Steps.seconds}
 
 
+def per_step(result: dict[str, Any]) -> float:
+    """The median over the rounds of a run's seconds per step."""
+    return statistics.median(result["per_step"])
+
+
 def table(results: dict[str, dict[str, Any]], pairs: int, batch: int, steps: int, threads: int) -> str:
+    rounds = len(next(iter(results.values()))["per_step"])
     lines = [
-        f"{pairs} rows, batch {batch}, {steps} steps, 1 round, {threads} torch thread(s), SmolLM2-135M fp32 CPU, "
+        f"{pairs} rows, batch {batch}, {steps} steps, median of {rounds} round(s), {threads} torch thread(s), "
+        "SmolLM2-135M fp32 CPU, "
         f"LoRA r16 all-linear, beta {BETA}, lr {LR}; steps timed, set-up not.",
         "",
         "| objective | trainer | step-1 loss | last loss | s/step | speed vs TRL |",
@@ -210,12 +226,10 @@ def table(results: dict[str, dict[str, Any]], pairs: int, batch: int, steps: int
         ):
             if r is None:
                 continue
-            per_step = r["seconds"] / max(len(r["losses"]), 1)
-            ratio = ""
-            if r is ours and theirs:
-                ratio = f"{(theirs['seconds'] / len(theirs['losses'])) / per_step:.2f}x"
+            ratio = f"{per_step(theirs) / per_step(r):.2f}x" if r is ours and theirs else ""
             lines.append(
-                f"| {objective} | {name} | {r['losses'][0]:.6f} | {r['losses'][-1]:.6f} | {per_step:.2f} | {ratio} |"
+                f"| {objective} | {name} | {r['losses'][0]:.6f} | {r['losses'][-1]:.6f} | {per_step(r):.2f} "
+                f"| {ratio} |"
             )
     lines.append("")
     lines.append(f"Expected step-1 losses: dpo log 2 = {math.log(2):.6f}, kto 0.5.")
@@ -229,6 +243,9 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run every trainer this many times; median s/step"
+    )
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--write-doc", action="store_true", help="write the table into docs/BENCHMARKS.md")
     args = parser.parse_args()
@@ -245,12 +262,18 @@ def main() -> None:
         engine = LocalEngine(store_root=store)
         threads = torch.get_num_threads()
         results: dict[str, dict[str, Any]] = {}
-        for objective in ("dpo", "kto"):
-            results[f"local-{objective}"] = local_run(engine, objective, data, args.batch, args.steps)
-            print(objective, "local", results[f"local-{objective}"], flush=True)
-            if not args.skip_trl:
-                results[f"trl-{objective}"] = trl_run(model_dir, objective, data, args.batch, args.steps)
-                print(objective, "trl", results[f"trl-{objective}"], flush=True)
+        runs = {"local": lambda o: local_run(engine, o, data, args.batch, args.steps)}
+        if not args.skip_trl:
+            runs["trl"] = lambda o: trl_run(model_dir, o, data, args.batch, args.steps)
+        for _ in range(max(args.rounds, 1)):  # rounds interleave the trainers: a load change hits them alike
+            for objective in ("dpo", "kto"):
+                for trainer, run in runs.items():
+                    r = run(objective)
+                    print(objective, trainer, r, flush=True)
+                    kept = results.setdefault(
+                        f"{trainer}-{objective}", {"losses": r["losses"], "per_step": []}
+                    )
+                    kept["per_step"].append(r["seconds"] / max(len(r["losses"]), 1))
     text = table(results, args.pairs, args.batch, args.steps, threads)
     print(text)
     if args.write_doc:

@@ -23,12 +23,18 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+#: the config of the KTO arms recorded before kto_desirable_weight defaulted to "auto": both class weights 1
+WEIGHTS_1 = "machine-kto-weights-1.toml"
 # arm -> (objective, its `train run` arguments, what it trains on)
 ARMS: dict[str, tuple[str, list[str], str]] = {
     "sft-full": ("sft", ["--data", "data/sft_full.jsonl"], "SFT on every good answer (good rows + rewrites)"),
     "sft-half": ("sft", ["--data", "data/sft_half.jsonl"], "SFT on half of them (the rewrites)"),
     "dpo": ("dpo", ["--data", "data/pairs.jsonl"], "DPO on the pairs (rewrite vs chatty original)"),
-    "kto": ("kto", ["--data", "data/kto.jsonl"], "KTO on every tag (rewrites good, chatty answers bad)"),
+    "kto": (
+        "kto",
+        ["--data", "data/kto.jsonl", "--config", WEIGHTS_1],
+        "KTO on every tag (rewrites good, chatty answers bad), class weights 1",
+    ),
     "sft+dpo": (
         "sft+dpo",
         ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl", "--dpo-lr", "5e-4"],
@@ -43,8 +49,8 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
     ),
     "kto-lr5e-5": (
         "kto",
-        ["--data", "data/kto.jsonl", "--lr", "5e-5"],
-        "KTO on every tag, learning rate 5e-5",
+        ["--data", "data/kto.jsonl", "--lr", "5e-5", "--config", WEIGHTS_1],
+        "KTO on every tag, class weights 1, learning rate 5e-5",
     ),
     # The field's fixes (issue 19's second round): RPO (DPO + rpo_alpha * NLL of the chosen answer, Pang et al.
     # 2024; TRL's rpo_alpha) gives the digits the signal DPO cannot (chosen and rejected carry the same sum), and
@@ -66,8 +72,26 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
     ),
     "kto-lr1.5e-4": (
         "kto",
+        ["--data", "data/kto.jsonl", "--lr", "1.5e-4", "--config", WEIGHTS_1],
+        "KTO on every tag, class weights 1, learning rate 1.5e-4",
+    ),
+    # The arms above ran KTO with both class weights 1: 8 good vs 32 bad tags put 4x more of the loss on pushing
+    # chatty answers down than on pulling the rewrites up. The KTO paper keeps desirable_weight * n_good /
+    # (undesirable_weight * n_bad) in [1, 4/3]; kto_desirable_weight = "auto" (now the default) makes it 1.
+    "kto-balanced": (
+        "kto",
+        ["--data", "data/kto.jsonl"],
+        "KTO on every tag, desirable weight auto (4: 8 good vs 32 bad)",
+    ),
+    "kto-balanced-lr1.5e-4": (
+        "kto",
         ["--data", "data/kto.jsonl", "--lr", "1.5e-4"],
-        "KTO on every tag, learning rate 1.5e-4",
+        "KTO on every tag, desirable weight auto (4), learning rate 1.5e-4",
+    ),
+    "kto-balanced-lr3e-4": (
+        "kto",
+        ["--data", "data/kto.jsonl", "--lr", "3e-4"],
+        "KTO on every tag, desirable weight auto (4), learning rate 3e-4",
     ),
 }
 REFERENCE_ARM = "sft-full"
@@ -197,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     (work / ".machine").mkdir(parents=True, exist_ok=True)
     (work / "machine.toml").write_text(MACHINE_TOML, encoding="utf-8")
+    weights_1 = MACHINE_TOML.replace("[train]\n", "[train]\nkto_desirable_weight = 1.0\n", 1)
+    (work / WEIGHTS_1).write_text(weights_1, encoding="utf-8")
     os.environ.pop("MACHINE_HOME", None)  # the work directory is the project
     m = machine_argv()
     if not (work / "eval_results" / "baseline.json").exists():

@@ -21,6 +21,7 @@ import msgspec
 from machine_lsp.core import runs
 from machine_lsp.core.preference import ComparisonRow, KtoRow, PairCounts, messages_of
 from machine_lsp.core.schema import Message, RowFileError, TrainingRow
+from machine_lsp.engines.objectives.kto import balanced_desirable_weight
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.scaffold.config import TrainSection
 
@@ -41,7 +42,7 @@ class StepData:
             name=cfg.objective,
             beta=cfg.beta,
             rpo_alpha=cfg.rpo_alpha if cfg.objective == "dpo" else 0.0,
-            desirable_weight=cfg.kto_desirable_weight,
+            desirable_weight=1.0 if cfg.kto_desirable_weight == "auto" else cfg.kto_desirable_weight,
             undesirable_weight=cfg.kto_undesirable_weight,
         )
         self.units: list[list[Any]] = []  # the datums of each unit
@@ -75,6 +76,10 @@ class KtoStepData(StepData):
         super().__init__(cfg, renderer, [prompt for _, prompt, _, _ in self.rows])
         for where, prompt, completion, _ in self.rows:
             self.units.append([self.render([*prompt, *completion], where, **_PREFERENCE_RENDER)])
+        if cfg.kto_desirable_weight == "auto":
+            good = sum(1 for row in self.rows if row[3])
+            weight = balanced_desirable_weight(good, len(self.rows) - good, cfg.kto_undesirable_weight)
+            self.objective = msgspec.structs.replace(self.objective, desirable_weight=weight)
 
     def batch(self, indices: Sequence[int]) -> tuple[list[Any], Any]:
         """The examples, then each one's prompt with the previous example's completion (the last one's for the
@@ -224,14 +229,19 @@ def step_data(ctx: JobContext, cfg: TrainSection, loaded: LoadedRows, renderer: 
             "name": cfg.objective,
             "beta": cfg.beta,
             **({"rpo_alpha": cfg.rpo_alpha} if cfg.objective == "dpo" else {}),
-            **_weights(cfg),
+            **_weights(cfg, data.objective),
             "counts": msgspec.to_builtins(counts),
         }
     )
     return data
 
 
-def _weights(cfg: TrainSection) -> dict[str, float]:
+def _weights(cfg: TrainSection, objective: Any) -> dict[str, Any]:
+    """KTO's class weights as trained (an "auto" desirable weight resolved from the counts) and as set."""
     if cfg.objective != "kto":
         return {}
-    return {"desirable_weight": cfg.kto_desirable_weight, "undesirable_weight": cfg.kto_undesirable_weight}
+    return {
+        "desirable_weight": objective.desirable_weight,
+        "desirable_weight_setting": cfg.kto_desirable_weight,
+        "undesirable_weight": objective.undesirable_weight,
+    }

@@ -86,7 +86,9 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # sft+dpo: the dpo stage's learning rate; None: a tenth of learning_rate (tinker-cookbook's DPO recipe runs at
     # 1e-5, its chat SFT recipes at 1e-4): at the SFT rate the dpo stage undid the sft stage (minimal-preference)
     dpo_learning_rate: float | None = None
-    kto_desirable_weight: float = 1.0  # kto: weight of a good example's loss (TRL's desirable_weight)
+    # kto: weight of a good example's loss (TRL's desirable_weight); "auto": balanced against the bad examples by
+    # their counts (objectives.kto.balanced_desirable_weight, the KTO paper's advice)
+    kto_desirable_weight: float | Literal["auto"] = "auto"
     kto_undesirable_weight: float = 1.0  # kto: weight of a bad example's loss (TRL's undesirable_weight)
     # Scoped training (core.anchors): a store SFT run adds the base model's own answers to other prompts
     scope: Literal["auto", "off"] = "auto"
@@ -117,8 +119,10 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             (0 <= self.rpo_alpha < float("inf"), "rpo_alpha must be >= 0"),
             (self.dpo_learning_rate is None or self.dpo_learning_rate > 0, "dpo_learning_rate must be > 0"),
             (
-                self.beta > 0 and self.kto_desirable_weight > 0 and self.kto_undesirable_weight > 0,
-                "beta, kto_desirable_weight and kto_undesirable_weight must be > 0",
+                self.beta > 0
+                and (self.kto_desirable_weight == "auto" or self.kto_desirable_weight > 0)
+                and self.kto_undesirable_weight > 0,
+                'beta, kto_desirable_weight ("auto" or a number) and kto_undesirable_weight must be > 0',
             ),
         ]
         for ok, message in checks:
@@ -282,7 +286,7 @@ _COMMENTS = {
     "beta": "dpo/kto: how far from the reference (base) model the policy may move",
     "rpo_alpha": "dpo: weight of the chosen answers' NLL added to the DPO loss (RPO; 0 = pure DPO, 1 = the paper's)",
     "dpo_learning_rate": "sft+dpo: the dpo stage's learning rate; unset = a tenth of learning_rate",
-    "kto_desirable_weight": "kto: weight of good examples' loss",
+    "kto_desirable_weight": "kto: weight of good examples' loss; auto: balanced by the good/bad counts",
     "kto_undesirable_weight": "kto: weight of bad examples' loss",
     "scope": "auto: a store SFT run adds anchors (the base model's answers to other prompts) | off",
     "anchor_ratio": "anchors per tagged row (built-in prompts + the project's untagged agent turns)",

@@ -59,7 +59,9 @@ def _kto_batch(trainer: Any) -> tuple[list[Any], list[bool]]:
 def _reference(trainer: Any, batch: list[Any]) -> list[Any]:
     from machine_lsp.engines.local.local_objectives import reference_logprobs
 
-    return reference_logprobs(trainer, trainer._check_batch(batch))
+    return reference_logprobs(
+        trainer, trainer._check_batch(batch), cached=False
+    )  # a fresh pass, not the kept
 
 
 def _policy(trainer: Any, batch: list[Any]) -> tuple[list[Any], list[Any]]:
@@ -269,3 +271,55 @@ def test_a_frozen_reference_is_the_adapter_then_and_the_trained_weights_stay(dpo
         assert not all(torch.equal(p, r) for p, r in zip(_policy(trainer, batch)[0], after, strict=True))
     finally:
         trainer.reference_state = None  # the module's other tests use the base as the reference
+
+
+def test_packed_logprobs_are_each_rows_own_and_the_tail_takes_no_gradient(dpo_run: dict[str, Any]) -> None:
+    """Packing (each shared prompt once, completions behind a block mask) computes what each row alone computes,
+    in one sequence or cut into one micro-batch per prompt; KTO's KL tail carries no graph."""
+    import torch
+
+    from machine_lsp.engines.local.local_objectives import padded_logprobs, token_logprobs
+
+    trainer = dpo_run["trainer"]
+    batch, _ = _kto_batch(trainer)
+    rows = trainer._check_batch(batch)
+    graded = len(rows) // 2
+    with torch.no_grad():
+        alone = [padded_logprobs(trainer, [row])[0][0] for row in rows]  # one row per forward: no packing
+    packed, weights = token_logprobs(trainer, rows, graded)
+    assert [p.requires_grad for p in packed] == [True] * graded + [False] * (len(rows) - graded)
+    assert all(torch.equal(w, torch.ones(len(p))) for w, p in zip(weights, alone, strict=True))
+    for got, want in zip(packed, alone, strict=True):
+        assert torch.allclose(got.detach(), want, atol=1e-4, rtol=0), (got, want)
+    size = trainer.engine.max_micro_tokens
+    trainer.engine.max_micro_tokens = 1  # every prompt group in a micro-batch of its own
+    try:
+        with torch.no_grad():
+            apart, _ = token_logprobs(trainer, rows, graded)
+    finally:
+        trainer.engine.max_micro_tokens = size
+    assert all(torch.allclose(a, w, atol=1e-4, rtol=0) for a, w in zip(apart, alone, strict=True))
+
+
+def test_reference_logprobs_are_kept_per_row_for_the_reference_they_came_from(
+    dpo_run: dict[str, Any],
+) -> None:
+    import torch
+
+    from machine_lsp.engines.local.local_objectives import reference_logprobs
+
+    trainer = dpo_run["trainer"]
+    rows = trainer._check_batch(dpo_run["batch"])
+    kept = reference_logprobs(trainer, rows)
+    again = reference_logprobs(trainer, rows[2:] + rows[:2])  # the same rows in another order: no pass
+    assert all(a is k for a, k in zip(again, kept[2:] + kept[:2], strict=True))
+    fresh = reference_logprobs(trainer, rows, cached=False)
+    assert all(torch.equal(f, k) for f, k in zip(fresh, kept, strict=True))
+    trainer.freeze_reference()  # another reference: the kept rows no longer apply
+    try:
+        frozen = reference_logprobs(trainer, rows)
+        assert not any(torch.equal(f, k) for f, k in zip(frozen, kept, strict=True))
+    finally:
+        trainer.reference_state = None
+    back = reference_logprobs(trainer, rows)
+    assert all(torch.equal(b, k) and b is not k for b, k in zip(back, kept, strict=True))

@@ -146,3 +146,36 @@ def test_kto_refuses_a_file_of_one_example(tmp_path: Path, run_job, job_env) -> 
     )
     assert code != 0
     assert "at least 2 examples" in events[-1]["message"], events[-1]
+
+
+def test_kto_trains_with_the_desirable_weight_auto_resolves_and_records_both() -> None:
+    """`kto_desirable_weight = "auto"` (the default): 1 good and 3 bad examples train the good one at weight 3;
+    the manifest's objective record carries the weight trained with and the setting; a number stays itself."""
+    from machine_lsp.core.preference import KtoRow
+    from machine_lsp.engines import render
+    from machine_lsp.jobs.step_data import KtoStepData, _weights
+    from machine_lsp.scaffold.config import TrainSection
+
+    _, renderer = render.load_tokenizer_and_renderer("HuggingFaceTB/SmolLM2-135M-Instruct")
+    rows = [
+        (
+            f"kto.jsonl:{i + 1}",
+            KtoRow(
+                prompt=[{"role": "user", "content": f"What is {a} plus {b}?"}],
+                completion=[{"role": "assistant", "content": f"answer: {a + b}" if i == 0 else "Hmm, well!"}],
+                label=i == 0,
+            ),
+        )
+        for i, (a, b) in enumerate(PAIRS)
+    ]
+    auto = TrainSection(objective="kto", kto_undesirable_weight=0.5)
+    data = KtoStepData(auto, renderer, rows)
+    _, objective = data.batch([0, 1])
+    assert (objective.desirable_weight, objective.undesirable_weight) == (1.5, 0.5)  # 1.5 * 1 == 0.5 * 3
+    assert _weights(auto, data.objective) == {
+        "desirable_weight": 1.5,
+        "desirable_weight_setting": "auto",
+        "undesirable_weight": 0.5,
+    }
+    fixed = TrainSection(objective="kto", kto_desirable_weight=2.0)
+    assert KtoStepData(fixed, renderer, rows).objective.desirable_weight == 2.0

@@ -48,3 +48,22 @@ def test_bad_values_are_one_clear_error(tmp_path: Path, line: str, message: str)
     with pytest.raises(ConfigError) as err:
         _train(tmp_path, line)
     assert message in str(err.value) and "machine.toml" in str(err.value)
+
+
+def test_kto_desirable_weight_is_auto_by_default_or_a_positive_number(tmp_path: Path) -> None:
+    assert MachineConfig().train.kto_desirable_weight == "auto"
+    assert _train(tmp_path, "kto_desirable_weight = 2.5").kto_desirable_weight == 2.5
+    assert _train(tmp_path, 'kto_desirable_weight = "auto"').kto_desirable_weight == "auto"
+    for line in ("kto_desirable_weight = 0.0", 'kto_desirable_weight = "balanced"'):
+        with pytest.raises(ConfigError) as err:
+            _train(tmp_path, line)
+        assert "kto_desirable_weight" in str(err.value) and "machine.toml" in str(err.value)
+
+
+def test_auto_balances_the_good_examples_against_the_bad_by_their_counts() -> None:
+    from machine_lsp.engines.objectives.kto import balanced_desirable_weight
+
+    assert balanced_desirable_weight(8, 32, 1.0) == 4.0  # minimal-preference: 8 good, 32 bad tags
+    assert balanced_desirable_weight(8, 32, 0.5) == 2.0  # desirable * n_good == undesirable * n_bad
+    assert balanced_desirable_weight(30, 10, 1.0) == pytest.approx(1 / 3)
+    assert balanced_desirable_weight(0, 5, 1.0) == balanced_desirable_weight(5, 0, 1.0) == 1.0

@@ -21,11 +21,32 @@ if TYPE_CHECKING:  # pragma: no cover
 Rows = Sequence[tuple[list[int], list[int], list[float]]]
 
 
-def token_logprobs(trainer: Any, rows: Rows) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per datum: (log-probs of its weighted target tokens, their weights), micro-batched as SFT steps are.
+def token_logprobs(
+    trainer: Any, rows: Rows, graded: int | None = None
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per datum: (log-probs of its weighted target tokens, their weights).
 
-    Runs with whatever grad mode and adapter state the caller set. Only weighted positions go through the output
-    head (the loss never looks at the others)."""
+    Runs with whatever grad mode and adapter state the caller set; rows[graded:] (default: none) are a tail that
+    takes no gradient (KTO's KL datums). Rows are packed (local_packing: each shared prompt once, no padding) when
+    the model's attention takes a 4D mask; otherwise micro-batched by length, as SFT steps are. Only weighted
+    positions go through the output head (the loss never looks at the others)."""
+    from machine_lsp.engines.local.local_packing import PACKED_ATTENTION, packed_logprobs
+
+    graded = len(rows) if graded is None else graded
+    if trainer._lm.config._attn_implementation in PACKED_ATTENTION:
+        return packed_logprobs(trainer, rows, graded)
+    import torch
+
+    policy, weights = padded_logprobs(trainer, rows[:graded])
+    if graded < len(rows):
+        with torch.no_grad():
+            tail_policy, tail_weights = padded_logprobs(trainer, rows[graded:])
+        policy, weights = policy + tail_policy, weights + tail_weights
+    return policy, weights
+
+
+def padded_logprobs(trainer: Any, rows: Rows) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """token_logprobs for attention implementations without 4D masks: rows right-padded into length groups."""
     import torch
 
     from machine_lsp.engines.local.local import fast_head, length_groups
@@ -57,21 +78,49 @@ def token_logprobs(trainer: Any, rows: Rows) -> tuple[list[torch.Tensor], list[t
     return logprobs, weights
 
 
-def reference_logprobs(trainer: Any, rows: Rows) -> list[torch.Tensor]:
+#: rows whose reference log-probs a trainer keeps (a few floats each); past this the cache starts over
+REFERENCE_CACHE_ROWS = 65536
+
+
+def reference_logprobs(
+    trainer: Any, rows: Rows, graded: int | None = None, *, cached: bool = True
+) -> list[torch.Tensor]:
     """The reference's log-probs, no gradients: the base model (adapter disabled), or after `freeze_reference` the
-    adapter as it was then (sft+dpo's SFT-stage policy), swapped in for the pass and the trained weights back."""
+    adapter as it was then (sft+dpo's SFT-stage policy).
+
+    The reference never changes while it is the reference, so a row's log-probs are computed once per run and kept
+    (keyed by the row's tokens and weights; the cache belongs to the reference it was computed under and starts
+    over when `reference_state` changes). Rows not yet kept run in one pass, in the same layout as the policy's
+    (`graded` as token_logprobs), so before the first step policy and reference agree bit for bit."""
+    graded = len(rows) if graded is None else graded
+    if not cached:  # a fresh pass that leaves the kept rows alone
+        return _reference_pass(trainer, rows, graded)
+    owner, cache = getattr(trainer, "_reference_cache", (None, {}))
+    if owner is not trainer.reference_state or len(cache) > REFERENCE_CACHE_ROWS:
+        cache = {}
+        trainer._reference_cache = (trainer.reference_state, cache)
+    keys = [(tuple(r[0]), tuple(r[1]), tuple(r[2])) for r in rows]
+    missing = [i for i, key in enumerate(keys) if key not in cache]
+    if missing:
+        fresh = _reference_pass(trainer, [rows[i] for i in missing], sum(1 for i in missing if i < graded))
+        cache.update((keys[i], lp) for i, lp in zip(missing, fresh, strict=True))
+    return [cache[key] for key in keys]
+
+
+def _reference_pass(trainer: Any, rows: Rows, graded: int) -> list[torch.Tensor]:
+    """One reference pass: the adapter disabled, or the frozen adapter swapped in and the trained weights back."""
     import torch
 
     frozen = trainer.reference_state
     if frozen is None:
         with torch.no_grad(), trainer.model.disable_adapter():
-            return token_logprobs(trainer, rows)[0]
+            return token_logprobs(trainer, rows, graded)[0]
     with torch.no_grad():
         trained = [p.detach().clone() for p in trainer.params]
         try:
             for param, weights in zip(trainer.params, frozen, strict=True):
                 param.copy_(weights)
-            return token_logprobs(trainer, rows)[0]
+            return token_logprobs(trainer, rows, graded)[0]
         finally:
             for param, weights in zip(trainer.params, trained, strict=True):
                 param.copy_(weights)
@@ -81,24 +130,16 @@ def objective_step(trainer: Any, batch: Sequence[Any], objective: Objective) -> 
     """forward and backward of a log-prob objective on `batch` (gradients accumulate; optim_step follows)."""
     import time
 
-    import torch
-
     started = time.perf_counter()
     spec = spec_for(objective)
     loss_fn = spec.loss_fn()
     spec.check_batch(objective, len(batch))
     rows = trainer._check_batch(batch)
     trainer.model.train()
-    # KTO's mismatched half only estimates the KL point (no gradient, as TRL's no_grad pass): no graph for it. The
-    # reference is grouped into micro-batches as the policy is, so before the first step both agree bit for bit.
+    # KTO's mismatched half only estimates the KL point (no gradient, as TRL's no_grad pass): a tail with no graph.
     graded = len(rows) // 2 if spec.data == "examples" else len(rows)
-    head, tail = rows[:graded], rows[graded:]
-    reference = reference_logprobs(trainer, head) + (reference_logprobs(trainer, tail) if tail else [])
-    policy, weights = token_logprobs(trainer, head)
-    if tail:
-        with torch.no_grad():
-            tail_policy, tail_weights = token_logprobs(trainer, tail)
-        policy, weights = policy + tail_policy, weights + tail_weights
+    reference = reference_logprobs(trainer, rows, graded)
+    policy, weights = token_logprobs(trainer, rows, graded)
     loss, metrics = loss_fn(objective, weights, policy, reference)
     loss.backward()
     trained = sum(1 for _, _, row_weights in rows for w in row_weights if w > 0)

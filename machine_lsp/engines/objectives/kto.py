@@ -19,3 +19,13 @@ SPEC = ObjectiveSpec(
     needs_reference=True,
     loss="machine_lsp.engines.objectives.kto_loss:kto_loss",
 )
+
+
+def balanced_desirable_weight(desirable: int, undesirable: int, undesirable_weight: float) -> float:
+    """`kto_desirable_weight = "auto"`: the weight that makes desirable_weight * n_desirable equal to
+    undesirable_weight * n_undesirable. The KTO paper (section 4.2) advises keeping that ratio in [1, 4/3]; TRL
+    leaves it to the user and warns. With 8 good and 32 bad tags, weights of 1 put 4x more of the loss on pushing
+    bad answers down than on pulling good ones up. 1.0 when either kind is absent (nothing to balance)."""
+    if desirable < 1 or undesirable < 1:
+        return 1.0
+    return undesirable_weight * undesirable / desirable
