@@ -81,9 +81,12 @@ class Server:
             self.proc.wait()
 
 
-def machine_serve(project: Path, checkpoint: Path, backend: str, threads: int) -> Server:
+def machine_serve(project: Path, checkpoint: Path, backend: str, threads: int, gguf_type: str) -> Server:
     argv = [sys.executable, "-m", "machine_lsp.cli.main", "serve", str(checkpoint), "--port", "{port}"]
-    return Server([*argv, "--backend", backend, "--no-log"], project, "/health", threads)
+    argv += ["--backend", backend, "--no-log"]
+    if backend == "llama.cpp":
+        argv += ["--gguf-type", gguf_type]
+    return Server(argv, project, "/health", threads)
 
 
 def llama_cpp_server(model: Path, threads: int) -> Server:
@@ -149,11 +152,12 @@ async def burst_http(
     return statistics.mean(t for t, _ in done), tokens / wall, texts
 
 
-def swap_time(checkpoint: Path, threads: int) -> dict[str, float]:
-    """A new checkpoint made servable by llama.cpp: merge + write the GGUF, then open a context on it."""
+def swap_time(checkpoint: Path, threads: int, gguf_type: str) -> dict[str, float]:
+    """A new checkpoint made servable by llama.cpp: merge + write the f32 GGUF (+ quantize it), then open a context
+    on it (the steps of `gguf_export.ensure_model_gguf` for a checkpoint with no cache yet)."""
     from machine_lsp.engines import gguf_export
 
-    cache = gguf_export.cached_model_path(checkpoint).parent
+    cache = gguf_export.cached_model_path(checkpoint, gguf_type).parent
     if cache.exists():
         import shutil
 
@@ -162,13 +166,25 @@ def swap_time(checkpoint: Path, threads: int) -> dict[str, float]:
     base = gguf_export.base_for(gguf_export.smollm2.MODEL_NAME)
     state = gguf_export.merged_state(checkpoint, gguf_export.smollm2.MODEL_NAME)
     merged = time.perf_counter()
-    path = gguf_export.write_model(state, base, cache / "swap-probe.gguf")
+    f32 = gguf_export.write_model(
+        state, base, cache / "swap-probe-f32.gguf", "f32" if gguf_type != "f16" else "f16"
+    )
     written = time.perf_counter()
+    path = f32
+    if gguf_type in gguf_export.QUANTIZED:
+        path = gguf_export.quantize(f32, cache / f"swap-probe-{gguf_type}.gguf", gguf_type)  # type: ignore[arg-type]
+    quantized = time.perf_counter()
     from machine_lsp.serve.llama_backend import LlamaModel
 
     llm = LlamaModel(path=path, threads=threads, context_length=8192).open(threads)
     llm.eval([1, 2])
     loaded = time.perf_counter()
     llm.close()
-    path.unlink()
-    return {"merge": merged - started, "write": written - merged, "load": loaded - written}
+    for probe in {f32, path}:
+        probe.unlink()
+    return {
+        "merge": merged - started,
+        "write": written - merged,
+        "quantize": quantized - written,
+        "load": loaded - written - (quantized - written),
+    }
