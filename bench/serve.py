@@ -15,7 +15,8 @@ checkpoint's cached merged GGUF of that type: same weights, same quantization).
 
 TTFT is per stream from the moment the burst is sent, averaged; tokens/s is all streams' tokens over the wall time
 of the burst. Greedy outputs are checked to agree. Then the swap time of the llama.cpp backend for the checkpoint:
-merge the LoRA, write the f32 GGUF, quantize it (q8_0), open a llama.cpp context on it.
+merge the LoRA, write the GGUF (f16; the f32 source of q8_0), quantize it (q8_0 only), open a llama.cpp context
+on it.
 
 Run: .venv/bin/python bench/serve.py [--checkpoint DIR] [--max-tokens 48] [--rounds 2] [--threads 2] [--gguf-type T]
 [--write]
@@ -274,9 +275,9 @@ def main() -> int:
         *table_lines("Over HTTP, streaming, greedy", http_results, "machine serve --backend torch"),
         "",
         *(f"- {line}" for line in agreement(outputs) + agreement(http_outputs)),
-        f"- swap to a new checkpoint (llama.cpp backend, {args.gguf_type}): merge {swap['merge']:.1f} s + write "
-        f"the f32 GGUF {swap['write']:.1f} s + quantize {swap['quantize']:.1f} s + load {swap['load']:.1f} s = "
-        f"{sum(swap.values()):.1f} s",
+        f"- swap to a new checkpoint (llama.cpp backend, {args.gguf_type}): "
+        + " + ".join(f"{step} {seconds:.1f} s" for step, seconds in swap.items())
+        + f" = {sum(swap.values()):.1f} s",
     ]
     print("\n".join(lines))
     if args.write:

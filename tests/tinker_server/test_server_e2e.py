@@ -229,6 +229,7 @@ def test_export_of_a_tinker_checkpoint_downloads_through_the_sdk_up_to_what_tx_l
     state = address.replace("/sampler_weights/", "/weights/")
     out = tmp_path / "export"
     done = _cli(project, "export", "adapter", address, "--format", "peft", "--out", str(out))
+    print(f"\n[export {address}]\n{done.stderr}")
     assert done.returncode == 1, done.stderr
     assert f"loading {state} (" in done.stderr and "LoRA rank 8)" in done.stderr  # weights info answered
     assert (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import urllib.request
+import warnings
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -31,6 +32,12 @@ FETCH_TIMEOUT_S = 600
 def download(engine: Any, checkpoint: str, out: Path, progress: Callable[[str], None]) -> dict[str, Any]:
     """The files of `checkpoint`'s adapter (Tinker's format) written into the new directory `out`; returns the
     weights info (`base_model`, `lora_rank`). EngineError (one line) when a step fails."""
+    with warnings.catch_warnings():  # SDK 0.38 warns that create_rest_client and load_state are deprecated
+        warnings.simplefilter("ignore", FutureWarning)
+        return _download(engine, checkpoint, out, progress)
+
+
+def _download(engine: Any, checkpoint: str, out: Path, progress: Callable[[str], None]) -> dict[str, Any]:
     service = engine.service()
 
     def call(fn: Callable[[], Any], what: str) -> Any:
