@@ -148,6 +148,10 @@ def test_serve_backend_options_are_checked(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--workers must be at least 1" in done.stderr
     done = machine(tmp_path, "serve", "base", "--backend", "vllm")
     assert done.returncode == 2 and "invalid choice: 'vllm'" in done.stderr
+    done = machine(tmp_path, "serve", "base", "--backend", "torch", "--gguf-type", "q8_0")
+    assert done.returncode == 2 and "--gguf-type is the llama.cpp backend's GGUF" in done.stderr
+    done = machine(tmp_path, "serve", "base", "--gguf-type", "q4_0")
+    assert done.returncode == 2 and "invalid choice: 'q4_0'" in done.stderr
 
 
 def test_sampling_rule_keeps_the_nucleus_after_temperature() -> None:
