@@ -4,18 +4,22 @@ The same requests with the same LoRA checkpoint (SmolLM2-135M + a real adapter),
 
 In process (the generator interface server.py drives; every stream decodes exactly --max-tokens, stops ignored):
 * torch generator: `generation.BatchGenerator` on the model with the LoRA merged (`machine serve --backend torch`);
-* llama.cpp generator: `llama_backend.LlamaGenerator` on the merged GGUF (`machine serve --backend llama.cpp`);
+* llama.cpp generator: `llama_backend.LlamaGenerator` on the merged GGUF of --gguf-type (`machine serve --backend
+  llama.cpp --gguf-type T`; default: the type `machine serve` serves);
 * plain loop: transformers `generate` one request at a time on the peft model (what a hand-written server does).
 
 Over HTTP (streaming Chat Completions from one client, greedy, replies may stop before --max-tokens; see
 bench/serve_http.py): `machine serve --backend llama.cpp`, `machine serve --backend torch`, and llama.cpp's own
-server (`python -m llama_cpp.server`, llama-cpp-python[server]) on the same merged GGUF.
+server (`python -m llama_cpp.server`, llama-cpp-python[server]) on the very GGUF file `machine serve` serves (the
+checkpoint's cached merged GGUF of that type: same weights, same quantization).
 
 TTFT is per stream from the moment the burst is sent, averaged; tokens/s is all streams' tokens over the wall time
 of the burst. Greedy outputs are checked to agree. Then the swap time of the llama.cpp backend for the checkpoint:
-merge the LoRA, write the GGUF, open a llama.cpp context on it.
+merge the LoRA, write the GGUF (f16; the f32 source of q8_0), quantize it (q8_0 only), open a llama.cpp context
+on it.
 
-Run: .venv/bin/python bench/serve.py [--checkpoint DIR] [--max-tokens 48] [--rounds 2] [--threads 2] [--write]
+Run: .venv/bin/python bench/serve.py [--checkpoint DIR] [--max-tokens 48] [--rounds 2] [--threads 2] [--gguf-type T]
+[--write]
 Without --checkpoint, one LoRA step on a few arithmetic rows makes a fresh adapter (a real, non-zero one).
 """
 
@@ -139,7 +143,9 @@ def in_process(args: argparse.Namespace, checkpoint: Path, machine_dir: Path) ->
 
     merged = generation.load(checkpoint, merge=True, threads=args.threads)
     unmerged = generation.load(checkpoint, merge=False, threads=args.threads)
-    gguf = llama_backend.load(checkpoint, store_root=machine_dir, threads=args.threads)
+    gguf = llama_backend.load(
+        checkpoint, store_root=machine_dir, threads=args.threads, gguf_type=args.gguf_type
+    )
     for loaded in (merged, gguf):
         loaded.stop_ids = set()  # every stream decodes exactly --max-tokens tokens
     prompts = [render.prompt_tokens([Message(role="user", content=q)], merged.renderer) for q in QUESTIONS]
@@ -147,7 +153,7 @@ def in_process(args: argparse.Namespace, checkpoint: Path, machine_dir: Path) ->
         "torch generator (LoRA merged)": lambda b: asyncio.run(
             burst(generation.BatchGenerator(merged, max_batch=32), b, args.max_tokens)
         ),
-        "llama.cpp generator (merged GGUF)": lambda b: asyncio.run(
+        f"llama.cpp generator ({args.gguf_type} GGUF)": lambda b: asyncio.run(
             burst(llama_backend.LlamaGenerator(gguf), b, args.max_tokens)
         ),
         "plain generate loop (peft)": lambda b: burst_plain(unmerged.model, b, args.max_tokens),
@@ -168,9 +174,10 @@ def over_http(args: argparse.Namespace, checkpoint: Path, project: Path, tokeniz
 
     from machine_lsp.engines import gguf_export
 
+    kind = args.gguf_type
     servers = {
-        "machine serve --backend llama.cpp": lambda: serve_http.machine_serve(
-            project, checkpoint, "llama.cpp", args.threads
+        f"machine serve --backend llama.cpp ({kind})": lambda: serve_http.machine_serve(
+            project, checkpoint, "llama.cpp", args.threads, kind
         ),
         "machine serve --backend torch": lambda: serve_http.machine_serve(
             project, checkpoint, "torch", args.threads
@@ -178,8 +185,8 @@ def over_http(args: argparse.Namespace, checkpoint: Path, project: Path, tokeniz
     }
     missing = serve_http.llama_server_available()
     if missing is None:
-        model = gguf_export.cached_model_path(checkpoint)
-        servers["llama.cpp server (llama_cpp.server)"] = lambda: serve_http.llama_cpp_server(
+        model = gguf_export.cached_model_path(checkpoint, kind)  # what `machine serve` serves: same file
+        servers[f"llama.cpp server (llama_cpp.server, {kind})"] = lambda: serve_http.llama_cpp_server(
             model, args.threads
         )
     else:
@@ -239,8 +246,14 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="per contender")
+    parser.add_argument(
+        "--gguf-type", default=None, choices=("f32", "f16", "q8_0"), help="default: what machine serve serves"
+    )
     parser.add_argument("--write", action="store_true", help="write the tables into docs/BENCHMARKS.md")
     args = parser.parse_args()
+    from machine_lsp.engines import gguf_export
+
+    args.gguf_type = args.gguf_type or gguf_export.DEFAULT_TYPE
 
     import serve_http
 
@@ -251,10 +264,10 @@ def main() -> int:
         started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         results, outputs, tokenizer = in_process(args, checkpoint, machine_dir)
         http_results, http_outputs = over_http(args, checkpoint, project, tokenizer)
-        swap = serve_http.swap_time(checkpoint, args.threads)
+        swap = serve_http.swap_time(checkpoint, args.threads, args.gguf_type)
     lines = [
         f"Measured {started}, `python bench/serve.py --max-tokens {args.max_tokens} --rounds {args.rounds} "
-        f"--threads {args.threads}`, median of {args.rounds}; checkpoint: "
+        f"--threads {args.threads} --gguf-type {args.gguf_type}`, median of {args.rounds}; checkpoint: "
         f"{checkpoint if args.checkpoint else 'fresh 1-step LoRA'}.",
         "",
         *table_lines("In process, exactly --max-tokens per stream", results, "plain generate loop (peft)"),
@@ -262,8 +275,9 @@ def main() -> int:
         *table_lines("Over HTTP, streaming, greedy", http_results, "machine serve --backend torch"),
         "",
         *(f"- {line}" for line in agreement(outputs) + agreement(http_outputs)),
-        f"- swap to a new checkpoint (llama.cpp backend): merge {swap['merge']:.1f} s + write GGUF "
-        f"{swap['write']:.1f} s + load {swap['load']:.1f} s = {sum(swap.values()):.1f} s",
+        f"- swap to a new checkpoint (llama.cpp backend, {args.gguf_type}): "
+        + " + ".join(f"{step} {seconds:.1f} s" for step, seconds in swap.items())
+        + f" = {sum(swap.values()):.1f} s",
     ]
     print("\n".join(lines))
     if args.write:

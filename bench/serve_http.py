@@ -81,9 +81,14 @@ class Server:
             self.proc.wait()
 
 
-def machine_serve(project: Path, checkpoint: Path, backend: str, threads: int) -> Server:
+def machine_serve(
+    project: Path, checkpoint: Path, backend: str, threads: int, gguf_type: str | None = None
+) -> Server:
     argv = [sys.executable, "-m", "machine_lsp.cli.main", "serve", str(checkpoint), "--port", "{port}"]
-    return Server([*argv, "--backend", backend, "--no-log"], project, "/health", threads)
+    argv += ["--backend", backend, "--no-log"]
+    if gguf_type is not None:
+        argv += ["--gguf-type", gguf_type]
+    return Server(argv, project, "/health", threads)
 
 
 def llama_cpp_server(model: Path, threads: int) -> Server:
@@ -149,26 +154,35 @@ async def burst_http(
     return statistics.mean(t for t, _ in done), tokens / wall, texts
 
 
-def swap_time(checkpoint: Path, threads: int) -> dict[str, float]:
-    """A new checkpoint made servable by llama.cpp: merge + write the GGUF, then open a context on it."""
+def swap_time(checkpoint: Path, threads: int, gguf_type: str) -> dict[str, float]:
+    """A new checkpoint made servable by llama.cpp, the steps of `gguf_export.ensure_model_gguf` for a checkpoint
+    with no cache yet: merge; write the GGUF (f32 or f16; the f32 source of a quantized type); quantize it (q8_0
+    only); open a context on it. Seconds per step (quantize absent when there is none)."""
     from machine_lsp.engines import gguf_export
 
-    cache = gguf_export.cached_model_path(checkpoint).parent
+    cache = gguf_export.cached_model_path(checkpoint, gguf_type).parent  # type: ignore[arg-type]
     if cache.exists():
         import shutil
 
         shutil.rmtree(cache)
-    started = time.perf_counter()
+    marks = [time.perf_counter()]
     base = gguf_export.base_for(gguf_export.smollm2.MODEL_NAME)
     state = gguf_export.merged_state(checkpoint, gguf_export.smollm2.MODEL_NAME)
-    merged = time.perf_counter()
-    path = gguf_export.write_model(state, base, cache / "swap-probe.gguf")
-    written = time.perf_counter()
+    marks.append(time.perf_counter())
+    written_type = "f32" if gguf_type in gguf_export.QUANTIZED else gguf_type
+    written = gguf_export.write_model(state, base, cache / f"swap-probe-{written_type}.gguf", written_type)  # type: ignore[arg-type]
+    marks.append(time.perf_counter())
+    path = written
+    if gguf_type in gguf_export.QUANTIZED:
+        path = gguf_export.quantize(written, cache / f"swap-probe-{gguf_type}.gguf", gguf_type)  # type: ignore[arg-type]
+        marks.append(time.perf_counter())
     from machine_lsp.serve.llama_backend import LlamaModel
 
     llm = LlamaModel(path=path, threads=threads, context_length=8192).open(threads)
     llm.eval([1, 2])
-    loaded = time.perf_counter()
+    marks.append(time.perf_counter())
     llm.close()
-    path.unlink()
-    return {"merge": merged - started, "write": written - merged, "load": loaded - written}
+    for probe in {written, path}:
+        probe.unlink()
+    steps = ["merge", f"write the {written_type} GGUF", *(["quantize"] if path != written else []), "load"]
+    return {step: end - start for step, start, end in zip(steps, marks[:-1], marks[1:], strict=True)}

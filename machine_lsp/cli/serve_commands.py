@@ -25,6 +25,7 @@ from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.exit_codes import EXIT_OK, EXIT_USAGE
 from machine_lsp.core.store import find_machine_dir
 from machine_lsp.core.terminal_text import for_terminal
+from machine_lsp.engines.gguf_export import DEFAULT_TYPE, GGUF_TYPES
 from machine_lsp.serve import agents
 from machine_lsp.serve.checkpoints import CheckpointError, Target, resolve, servable
 
@@ -95,6 +96,18 @@ def _add_model_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument(
         "--workers", type=int, default=1, metavar="N", help="llama.cpp contexts decoding at once (default 1)"
     )
+    add_gguf_type(serve, "the merged GGUF llama.cpp serves")
+
+
+def add_gguf_type(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--gguf-type f32|f16|q8_0` (`engines.gguf_export.GGUF_TYPES`; the default is its DEFAULT_TYPE)."""
+    parser.add_argument(
+        "--gguf-type",
+        choices=GGUF_TYPES,
+        help=f"{what} (default {DEFAULT_TYPE}): f32 (torch's answers token for token), f16 (as right as torch on "
+        "the minimal-sft eval), q8_0 (llama.cpp's quantizer: fastest, fewer exact answers there; "
+        "docs/SERVE.md)",
+    )
 
 
 def _register_use(verbs: VerbParsers) -> None:
@@ -139,6 +152,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return f"--max-body-mb must be in (0, 1024], got {args.max_body_mb:g}"
     if args.backend == "llama.cpp" and args.no_merge:
         return "--no-merge keeps the adapter apart, which only the torch backend does (--backend torch)"
+    if args.gguf_type and _backend(args) == "torch":
+        return "--gguf-type is the llama.cpp backend's GGUF; the torch backend serves the float32 weights"
     return None
 
 
@@ -162,6 +177,7 @@ def _load(args: argparse.Namespace, target: Target, machine_dir: Path) -> Any:
         store_root=machine_dir,
         workers=args.workers,
         merge=not args.no_merge,
+        gguf_type=args.gguf_type,
     )
 
 
@@ -196,8 +212,10 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     from machine_lsp.engines.base import EngineError
+    from machine_lsp.serve.llama_backend import describe
 
-    err.print(f"loading {escape(target.address)} ({escape(target.base_model)}) with {_backend(args)} …")
+    how = describe(_backend(args), args.gguf_type)
+    err.print(f"loading {escape(target.address)} ({escape(target.base_model)}) with {how} …")
     try:
         loaded = _load(args, target, machine_dir)
     except EngineError as exc:

@@ -6,8 +6,10 @@
 * Tensor names and the q/k row order follow llama.cpp's converter (`convert_hf_to_gguf.py`, `LlamaModel`):
   transformers un-permutes q/k when it reads a llama GGUF, so writing them back applies llama.cpp's permutation.
   Writing the base model therefore reproduces the shipped GGUF's tensors exactly (dequantized); a test checks it.
-* A merged model is the peft adapter merged into the float32 base weights (`merge_and_unload`), written as f32 by
-  default (`DEFAULT_DTYPE`): f16 rounds the weights the torch reference serves, and greedy answers then drift.
+* A merged model is the peft adapter merged into the float32 base weights (`merge_and_unload`), written as f32 or
+  f16 by the `gguf` package, or as q8_0 by llama.cpp's own quantizer (`llama_model_quantize`, what `llama-quantize`
+  runs) from that f32 file. `GGUF_TYPES` lists them; `DEFAULT_TYPE` is what `machine serve` and `machine export
+  adapter` use unless told (the choice, measured against the torch reference: docs/SERVE.md).
 * A LoRA GGUF carries `lora_a`/`lora_b` per target weight (`general.type=adapter`, `adapter.lora.alpha`), the
   layout llama.cpp's `--lora` and Ollama's `ADAPTER` read (`convert_lora_to_gguf.py`).
 * Only llama-architecture models whose tokenizer metadata we have (the embedded SmolLM2) are supported; other
@@ -27,8 +29,12 @@ from typing import Any, Literal
 from machine_lsp.engines import smollm2
 from machine_lsp.engines.base import EngineError
 
-Dtype = Literal["f32", "f16"]
-DEFAULT_DTYPE: Dtype = "f32"
+GgufType = Literal["f32", "f16", "q8_0"]
+GGUF_TYPES: tuple[GgufType, ...] = ("f32", "f16", "q8_0")
+QUANTIZED: dict[str, int] = {
+    "q8_0": 7
+}  # llama.cpp's `LLAMA_FTYPE_MOSTLY_Q8_0`: made by its quantizer from f32
+DEFAULT_TYPE: GgufType = "f16"  # as right as torch on the minimal-sft eval; q8_0 was not (docs/SERVE.md)
 WRITER_VERSION = 1
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
 
@@ -135,11 +141,14 @@ def _write_atomically(out: Path, fill: Callable[[Path], None]) -> Path:
     return out
 
 
-def write_model(state: dict[str, Any], base: _Base, out: Path, dtype: Dtype = DEFAULT_DTYPE) -> Path:
-    """Write a transformers llama state dict (numpy float32 arrays) as a GGUF model file at `out`."""
+def write_model(state: dict[str, Any], base: _Base, out: Path, dtype: GgufType = "f32") -> Path:
+    """Write a transformers llama state dict (numpy float32 arrays) as an f32 or f16 GGUF model file at `out`
+    (q8_0: `quantize` this f32 file)."""
     import gguf
     import numpy as np
 
+    if dtype not in ("f32", "f16"):
+        raise ValueError(f"write_model writes f32 or f16, not {dtype!r} (quantize the f32 file)")
     file_type = gguf.LlamaFileType.ALL_F32 if dtype == "f32" else gguf.LlamaFileType.MOSTLY_F16
 
     def fill(temp: Path) -> None:
@@ -232,18 +241,51 @@ def write_lora(checkpoint_dir: Path, base_model: str, out: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Quantized types: llama.cpp's own quantizer
+
+
+def llama_cpp_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def quantize(source: Path, out: Path, gguf_type: GgufType) -> Path:
+    """`source` (an f32 GGUF) quantized to `gguf_type` by llama.cpp (`llama_model_quantize`), written atomically."""
+    if not llama_cpp_installed():
+        raise EngineError(
+            f"a {gguf_type} GGUF is made by llama.cpp's quantizer: pip install '.[serve]' (or --gguf-type f32)"
+        )
+    import ctypes
+    import logging
+
+    import llama_cpp
+
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # its log callback: no line per tensor
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = QUANTIZED[gguf_type]
+    params.nthread = max(1, len(os.sched_getaffinity(0)) // 2)
+
+    def fill(temp: Path) -> None:
+        code = llama_cpp.llama_model_quantize(str(source).encode(), str(temp).encode(), ctypes.byref(params))
+        if code != 0:
+            raise EngineError(f"llama.cpp could not quantize {source.name} to {gguf_type} (code {code})")
+
+    return _write_atomically(out, fill)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The per-checkpoint cache `machine serve --backend llama.cpp` loads
 
 CACHE_DIR = "llama.cpp"  # inside a checkpoint directory; the base's lives under the model cache
-MARKER = "machine-lsp-gguf.json"
 
 
-def _fingerprint(checkpoint_dir: Path | None, dtype: Dtype) -> dict[str, Any]:
+def _fingerprint(checkpoint_dir: Path | None, gguf_type: GgufType) -> dict[str, Any]:
     import hashlib
 
     info: dict[str, Any] = {
         "writer_version": WRITER_VERSION,
-        "dtype": dtype,
+        "gguf_type": gguf_type,
         "base_gguf_size": smollm2.gguf_path().stat().st_size,
     }
     if checkpoint_dir is not None:
@@ -252,48 +294,78 @@ def _fingerprint(checkpoint_dir: Path | None, dtype: Dtype) -> dict[str, Any]:
     return info
 
 
-def cached_model_path(checkpoint_dir: Path | None, dtype: Dtype = DEFAULT_DTYPE) -> Path:
+def cached_model_path(checkpoint_dir: Path | None, gguf_type: GgufType = DEFAULT_TYPE) -> Path:
     """Where the merged GGUF of `checkpoint_dir` (None: the base model) is cached."""
     folder = (
         checkpoint_dir / CACHE_DIR
         if checkpoint_dir is not None
         else smollm2.cache_root() / "models" / f"{smollm2.DIR_NAME}-gguf"
     )
-    return folder / f"model-{dtype}.gguf"
+    return folder / f"model-{gguf_type}.gguf"
+
+
+def marker_path(model: Path) -> Path:
+    """The marker beside a cached GGUF: the fingerprint (adapter hashes, type, writer) it was written for."""
+    return model.with_suffix(".json")
+
+
+def _is_fresh(model: Path, want: dict[str, Any]) -> bool:
+    try:
+        return json.loads(marker_path(model).read_text()) == want and model.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _keep_others(folder: Path, temp: Path, rebuilt: set[str]) -> None:
+    """Hard-link every other file of the cache folder into the build's `temp` (a build replaces its own type's
+    GGUF and marker only: the other types, and markers other versions of this code wrote, stay)."""
+    if not folder.is_dir():
+        return
+    for old in folder.iterdir():
+        if old.name not in rebuilt and old.is_file() and not old.is_symlink():
+            os.link(old, temp / old.name)
 
 
 def ensure_model_gguf(
     checkpoint_dir: Path | None,
     base_model: str = smollm2.MODEL_NAME,
     *,
-    dtype: Dtype = DEFAULT_DTYPE,
+    gguf_type: GgufType = DEFAULT_TYPE,
     store_root: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """The merged GGUF for `checkpoint_dir` (None: the base), written once and reused while the adapter is the
-    same (a marker records the adapter's hashes); written atomically under a lock (`core.build_once`)."""
+    """The merged GGUF of `gguf_type` for `checkpoint_dir` (None: the base), written once and reused while the
+    adapter is the same (its marker records the adapter's hashes); written atomically under a lock
+    (`core.build_once`). A quantized type is made from the cached f32 file when that one is current, else from an
+    f32 file written for it and deleted after (a checkpoint keeps only the type it is served as)."""
     from machine_lsp.core.build_once import build_once
 
+    if gguf_type not in GGUF_TYPES:
+        raise EngineError(f"unknown GGUF type {gguf_type!r}: use one of {', '.join(GGUF_TYPES)}")
     base = base_for(base_model)
-    path = cached_model_path(checkpoint_dir, dtype)
-    want = _fingerprint(checkpoint_dir, dtype)
-
-    def ready(folder: Path) -> bool:
-        try:
-            return json.loads((folder / MARKER).read_text()) == want and (folder / path.name).is_file()
-        except (OSError, ValueError):
-            return False
+    path = cached_model_path(checkpoint_dir, gguf_type)
+    want = _fingerprint(checkpoint_dir, gguf_type)
 
     def build(temp: Path) -> None:
-        for old in path.parent.glob("model-*.gguf") if path.parent.is_dir() else ():
-            if old.name != path.name:  # keep the other dtype's file
-                os.link(old, temp / old.name)
-        write_model(merged_state(checkpoint_dir, base_model, store_root), base, temp / path.name, dtype)
-        (temp / MARKER).write_text(json.dumps(want, indent=2) + "\n")
+        _keep_others(path.parent, temp, {path.name, marker_path(path).name})
+        if gguf_type not in QUANTIZED:
+            write_model(
+                merged_state(checkpoint_dir, base_model, store_root), base, temp / path.name, gguf_type
+            )
+        else:
+            f32 = cached_model_path(checkpoint_dir, "f32")
+            fresh = _is_fresh(f32, _fingerprint(checkpoint_dir, "f32"))
+            source = f32 if fresh else temp / ".merged-f32.gguf.part"
+            if not fresh:
+                write_model(merged_state(checkpoint_dir, base_model, store_root), base, source, "f32")
+            quantize(source, temp / path.name, gguf_type)
+            if not fresh:
+                source.unlink()
+        marker_path(temp / path.name).write_text(json.dumps(want, indent=2) + "\n")
 
     build_once(
         path.parent,
-        ready,
+        lambda folder: _is_fresh(folder / path.name, want),
         build,
         progress or smollm2._stderr,
         waiting=f"{path.parent}: another process is writing this GGUF; waiting for it",

@@ -1,7 +1,9 @@
 """The server jobs behind the editors' faces (the language server runs them as children, like every long job).
 
 * ``serve``: `machine serve CHECKPOINT --port P` as a job. It binds the port first (a taken port fails at once),
-  loads the checkpoint (``progress`` events), emits ``ready`` with the URL once the server answers, and serves until
+  loads the checkpoint by the CLI's seam and defaults (`serve.llama_backend.load_backend`: llama.cpp on the
+  default GGUF type when llama-cpp-python is installed, else torch; ``backend``/``gguf_type`` choose) with
+  ``progress`` events, emits ``ready`` with the URL once the server answers, and serves until
   it is cancelled (SIGTERM stops the HTTP server cleanly; the job then ends ``done``, "stopped serving …").
   Runless: it leaves no `.machine/runs/` entry; exchanges are appended to `.machine/served/` as with the CLI.
 * ``tinker-serve``: `machine tinker serve` as a job: SkyRL tx's venv on first use, the detached server, readiness
@@ -39,6 +41,8 @@ class ServeArgs(msgspec.Struct, forbid_unknown_fields=True):
     temperature: float = 0.0
     no_log: bool = False
     follow: bool = True  # promoted/latest: swap in each newly promoted (or trained) checkpoint
+    backend: str | None = None  # "llama.cpp" | "torch"; None: llama.cpp where installed (the CLI's default)
+    gguf_type: str | None = None  # llama.cpp's GGUF: "f32" | "f16" | "q8_0"; None: gguf_export.DEFAULT_TYPE
 
 
 class TinkerServeArgs(msgspec.Struct, forbid_unknown_fields=True):
@@ -53,7 +57,7 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
     from machine_lsp.serve import agents
     from machine_lsp.serve.checkpoints import CheckpointError, servable
 
-    if (problem := port_problem(args.port)) is not None:
+    if (problem := port_problem(args.port) or _model_problem(args)) is not None:
         raise JobError(problem, kind="usage")
     machine_dir = find_machine_dir(ctx.cwd)
     try:
@@ -63,7 +67,7 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
     from machine_lsp.serve import server
     from machine_lsp.serve.served_log import ServedLog
 
-    sock, loaded = _bind_and_load(ctx, args.port, target, machine_dir)
+    sock, loaded = _bind_and_load(ctx, args, target, machine_dir)
     settings = server.ServeSettings(
         model_name=agents.MODEL_ID,
         checkpoint=target.address,
@@ -90,18 +94,46 @@ def serve(ctx: JobContext, args: ServeArgs) -> tuple[dict[str, Any], str]:
     return served, f"stopped serving {served['checkpoint']}"
 
 
-def _bind_and_load(ctx: JobContext, port: int, target: Any, machine_dir: Path) -> tuple[Any, Any]:
+def _model_problem(args: ServeArgs) -> str | None:
+    from machine_lsp.engines.gguf_export import GGUF_TYPES
+    from machine_lsp.serve.llama_backend import BACKENDS, TORCH, default_backend
+
+    if args.backend is not None and args.backend not in BACKENDS:
+        return f"backend must be one of {', '.join(BACKENDS)}, not {args.backend!r}"
+    if args.gguf_type is not None and args.gguf_type not in GGUF_TYPES:
+        return f"gguf_type must be one of {', '.join(GGUF_TYPES)}, not {args.gguf_type!r}"
+    if args.gguf_type is not None and (args.backend or default_backend()) == TORCH:
+        return "gguf_type is the llama.cpp backend's GGUF; the torch backend serves the float32 weights"
+    return None
+
+
+def _load(args: ServeArgs, target: Any, machine_dir: Path) -> Any:
+    """`target` loaded the way `machine serve` loads it (the same seam, the same defaults)."""
+    from machine_lsp.serve import llama_backend
+
+    return llama_backend.load_backend(
+        args.backend,
+        target.directory,
+        base_model=target.base_model,
+        store_root=machine_dir,
+        gguf_type=args.gguf_type,  # type: ignore[arg-type]  # checked by _model_problem
+    )
+
+
+def _bind_and_load(ctx: JobContext, args: ServeArgs, target: Any, machine_dir: Path) -> tuple[Any, Any]:
     """The listening socket (bound first: a busy port fails before the model loads) and the loaded checkpoint."""
     from machine_lsp.engines.base import EngineError
-    from machine_lsp.serve import generation, server
+    from machine_lsp.serve import server
+    from machine_lsp.serve.llama_backend import describe
 
     try:
-        sock = server.bind(HOST, port)
+        sock = server.bind(HOST, args.port)
     except OSError as exc:
-        raise JobError(bind_error(exc, HOST, port), kind="usage") from None
-    ctx.progress(0, None, f"loading {target.address} ({target.base_model}) …", force=True)
+        raise JobError(bind_error(exc, HOST, args.port), kind="usage") from None
+    how = describe(args.backend, args.gguf_type)
+    ctx.progress(0, None, f"loading {target.address} ({target.base_model}) with {how} …", force=True)
     try:
-        loaded = generation.load(target.directory, base_model=target.base_model, store_root=machine_dir)
+        loaded = _load(args, target, machine_dir)
     except EngineError as exc:
         sock.close()
         raise JobError(str(exc), kind="engine") from None
@@ -128,8 +160,9 @@ async def _until_stopped(run: Any, *args: Any, **kwargs: Any) -> None:
 def _following(ctx: JobContext, args: ServeArgs, machine_dir: Any, served: dict[str, Any]) -> dict[str, Any]:
     """`server.run`'s follow arguments for `promoted`/`latest` (none for a fixed checkpoint or `follow: false`): a
     swap is announced as the server being ready again, on the new checkpoint; a failed one as a warning."""
-    from machine_lsp.serve import generation, swap
+    from machine_lsp.serve import swap
     from machine_lsp.serve.checkpoints import Target
+    from machine_lsp.serve.generation import Loaded
 
     if not args.follow or args.checkpoint not in swap.FOLLOWED:
         return {}
@@ -141,8 +174,8 @@ def _following(ctx: JobContext, args: ServeArgs, machine_dir: Any, served: dict[
         served["checkpoint"] = checkpoint
         ctx.emit(ev.Ready(url=served["url"], name=checkpoint, message=line))
 
-    def load(new: Target) -> generation.Loaded:
-        return generation.load(new.directory, base_model=new.base_model, store_root=machine_dir)
+    def load(new: Target) -> Loaded:
+        return _load(args, new, machine_dir)  # the backend the server started with
 
     return {"follow": swap.Follower(args.checkpoint, machine_dir), "load": load, "on_swap": swapped}
 

@@ -101,14 +101,16 @@ def load(
     store_root: Path | None = None,
     threads: int | None = None,
     workers: int = DEFAULT_WORKERS,
-    dtype: gguf_export.Dtype = gguf_export.DEFAULT_DTYPE,
+    gguf_type: gguf_export.GgufType = gguf_export.DEFAULT_TYPE,
 ) -> Loaded:
     """The checkpoint (None: the base) ready to serve with llama.cpp; EngineError when it cannot be."""
     if not available():
         raise EngineError(
             "the llama.cpp backend needs llama-cpp-python: pip install '.[serve]' (or --backend torch)"
         )
-    gguf_path = gguf_export.ensure_model_gguf(checkpoint_dir, base_model, dtype=dtype, store_root=store_root)
+    gguf_path = gguf_export.ensure_model_gguf(
+        checkpoint_dir, base_model, gguf_type=gguf_type, store_root=store_root
+    )
     context = gguf_export.base_for(base_model).context_length
     model = LlamaModel(gguf_path, threads or default_threads(), context, workers=workers)
     # Open the first context now: a GGUF llama.cpp refuses is a load error (the CLI's one line), not a crash later.
@@ -138,20 +140,35 @@ def serving(model: LlamaModel, base_model: str, checkpoint: str | None = None) -
 
 
 def load_backend(
-    backend: str,
+    backend: str | None,
     checkpoint_dir: Path | None,
     *,
     base_model: str = smollm2.MODEL_NAME,
     store_root: Path | None = None,
     workers: int = DEFAULT_WORKERS,
     merge: bool = True,
+    gguf_type: gguf_export.GgufType | None = None,
 ) -> Loaded:
-    """The seam where a backend is chosen: the checkpoint loaded by `backend` (EngineError when it cannot be)."""
-    if backend == LLAMA_CPP:
-        return load(checkpoint_dir, base_model=base_model, store_root=store_root, workers=workers)
+    """The seam where a backend is chosen: the checkpoint loaded by `backend` (None: `default_backend()`; a GGUF
+    of `gguf_type`, None: `gguf_export.DEFAULT_TYPE`). EngineError when it cannot be."""
+    if (backend or default_backend()) == LLAMA_CPP:
+        return load(
+            checkpoint_dir,
+            base_model=base_model,
+            store_root=store_root,
+            workers=workers,
+            gguf_type=gguf_type or gguf_export.DEFAULT_TYPE,
+        )
     from machine_lsp.serve import generation
 
     return generation.load(checkpoint_dir, base_model=base_model, merge=merge, store_root=store_root)
+
+
+def describe(backend: str | None, gguf_type: str | None = None) -> str:
+    """How `load_backend` will serve, for the loading line: "llama.cpp (f16 GGUF)" or "torch"."""
+    if (backend or default_backend()) == TORCH:
+        return TORCH
+    return f"{LLAMA_CPP} ({gguf_type or gguf_export.DEFAULT_TYPE} GGUF)"
 
 
 def generator_for(loaded: Loaded, *, max_batch: int = 32) -> BatchGenerator:

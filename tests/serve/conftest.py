@@ -7,9 +7,9 @@
   without it this server fails to start, it is never skipped).
 
 And what the llama.cpp tests share across modules, each computed once: `trained_checkpoint` (that run's
-checkpoint directory), `eval_prompts` (examples/minimal-sft's held-out rows as token prompts) and
-`trained_torch` (the torch backend's greedy answers to them on that checkpoint, the reference every
-llama.cpp path and every export is compared with).
+checkpoint directory), `eval_prompts` (examples/minimal-sft's held-out rows as token prompts) and their
+`eval_expected` answers, `base_torch` and `trained_torch` (the torch backend's greedy answers to them on the base
+model and on that checkpoint, the reference every llama.cpp path and every export is compared with).
 """
 
 from __future__ import annotations
@@ -25,7 +25,13 @@ import pytest
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
-from llama_helpers import MAX_TOKENS, decode_all, minimal_sft_prompts, token_prompts  # noqa: E402
+from llama_helpers import (  # noqa: E402
+    MAX_TOKENS,
+    decode_all,
+    minimal_sft_eval,
+    minimal_sft_prompts,
+    token_prompts,
+)
 from serve_helpers import API_KEY, BASH_TOOL, MODEL, ServeProcess, machine, training_rows  # noqa: E402
 
 
@@ -97,11 +103,30 @@ def trained_checkpoint(trained_project: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def eval_prompts(tmp_path_factory: pytest.TempPathFactory) -> list[list[int]]:
+def eval_rows(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    return minimal_sft_eval(tmp_path_factory.mktemp("minimal-sft"))
+
+
+@pytest.fixture(scope="session")
+def eval_prompts(eval_rows: list[dict]) -> list[list[int]]:
     from machine_lsp.engines import render
 
     _, renderer = render.load_tokenizer_and_renderer(MODEL)
-    return token_prompts(minimal_sft_prompts(tmp_path_factory.mktemp("minimal-sft")), renderer)
+    return token_prompts(minimal_sft_prompts(eval_rows), renderer)
+
+
+@pytest.fixture(scope="session")
+def eval_expected(eval_rows: list[dict]) -> list[str]:
+    """The right answer of each held-out row (`answer: N`)."""
+    return [row["expected"] for row in eval_rows]
+
+
+@pytest.fixture(scope="session")
+def base_torch(eval_prompts: list[list[int]], smollm2_dir: Path) -> list:
+    """The torch backend's greedy answers (tokens, finish reason) to the eval prompts on the base model."""
+    from machine_lsp.serve import generation
+
+    return decode_all(generation.BatchGenerator(generation.load(None)), eval_prompts, MAX_TOKENS)
 
 
 @pytest.fixture(scope="session")

@@ -97,8 +97,11 @@ def assert_gguf_beside(project: Path, checkpoint: str) -> None:
     from machine_lsp.engines.base import resolve_local_checkpoint
 
     directory = resolve_local_checkpoint(checkpoint, project / ".machine")
-    assert gguf_export.cached_model_path(directory).is_file()
-    assert json.loads((directory / gguf_export.CACHE_DIR / gguf_export.MARKER).read_text())["dtype"] == "f32"
+    served = gguf_export.cached_model_path(directory, gguf_export.DEFAULT_TYPE)
+    assert (
+        served.is_file() and not gguf_export.cached_model_path(directory, "f32").exists()
+    )  # only what is served
+    assert json.loads(gguf_export.marker_path(served).read_text())["gguf_type"] == gguf_export.DEFAULT_TYPE
 
 
 def promote(project: Path, checkpoint: str) -> None:

@@ -217,6 +217,29 @@ def test_compare_and_the_bleed_probe_of_a_tinker_checkpoint(
     assert f"{report['probe']['bled']}/{len(rows)}" in out
 
 
+def test_export_of_a_tinker_checkpoint_downloads_through_the_sdk_up_to_what_tx_lacks(
+    served: tuple[Path, process.ServerRecord], tmp_path: Path
+) -> None:
+    """`machine export adapter tinker://…` downloads through SDK 0.38 (engines/tinker/tinker_download.py): the
+    state's weights info, a new LoRA client with the state loaded, then `save_weights_external`, which SkyRL tx
+    0.3.0 does not serve (no route: HTTP 404), so no `get_external_weights_urls` follows. One line says so and
+    nothing is written."""
+    project, _record = served
+    address = _trained_checkpoint(project)
+    state = address.replace("/sampler_weights/", "/weights/")
+    out = tmp_path / "export"
+    done = _cli(project, "export", "adapter", address, "--format", "peft", "--out", str(out))
+    print(f"\n[export {address}]\n{done.stderr}")
+    assert done.returncode == 1, done.stderr
+    assert f"loading {state} (" in done.stderr and "LoRA rank 8)" in done.stderr  # weights info answered
+    assert (
+        "exporting it as external weights (save_weights_external)" in done.stderr
+    )  # client + load_state did
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("machine export: Tinker save_weights_external failed with HTTP 404"), done.stderr
+    assert not out.exists()
+
+
 def test_the_scaffolded_train_sft_trains_on_the_served_model(
     served: tuple[Path, process.ServerRecord], tmp_path: Path
 ) -> None:

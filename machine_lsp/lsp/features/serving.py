@@ -187,7 +187,7 @@ class ServingFeature(LanguageFeature):
             raise CommandError(message=f"Serve Checkpoint: {problem}")
         cur = _Served(checkpoint=checkpoint, port=port, served_dir=machine_dir / "served")
         job_args = {"checkpoint": checkpoint, "port": port}
-        for key in ("max_tokens", "temperature", "max_batch", "no_log"):
+        for key in ("max_tokens", "temperature", "max_batch", "no_log", "backend", "gguf_type"):
             if args.get(key) is not None:
                 job_args[key] = args[key]
         try:  # the job resolves the checkpoint (an unknown one fails it within a second, before any model loads)
