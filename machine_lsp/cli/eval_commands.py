@@ -38,7 +38,7 @@ def register(verbs: VerbParsers) -> None:
     base.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     base.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
     _eval_common(base)
-    base.set_defaults(func=_eval_baseline)
+    base.set_defaults(func=_eval_answers)
 
     ck = verbs.parser("train eval checkpoint")
     ck.add_argument(
@@ -49,7 +49,7 @@ def register(verbs: VerbParsers) -> None:
     ck.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     ck.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
     _eval_common(ck)
-    ck.set_defaults(func=_eval_checkpoint)
+    ck.set_defaults(func=_eval_answers)
 
     cmp_ = verbs.parser("train eval compare")
     cmp_.add_argument("a", metavar="A.json")
@@ -67,7 +67,7 @@ def register(verbs: VerbParsers) -> None:
     )
     probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
     _eval_common(probe)
-    probe.set_defaults(func=_eval_probe)
+    probe.set_defaults(func=_eval_answers)
 
 
 def _register_split(verbs: VerbParsers) -> None:
@@ -157,15 +157,12 @@ def _eval_job(args: argparse.Namespace, job: str, payload: dict[str, Any], check
 
 
 @cli_verb
-def _eval_baseline(args: argparse.Namespace) -> int:
-    check_file(args.data, "eval data")
-    return _eval_job(args, args.job_verb, _eval_payload(args, None), None)
-
-
-@cli_verb
-def _eval_checkpoint(args: argparse.Namespace) -> int:
-    check_file(args.data, "eval data")
-    return _eval_job(args, args.job_verb, _eval_payload(args, args.path), args.path)
+def _eval_answers(args: argparse.Namespace) -> int:
+    """`train eval baseline|checkpoint|probe`: the base model's answers (no PATH) or a checkpoint's, evaluated."""
+    check_file(getattr(args, "data", None), "eval data")
+    check_file(getattr(args, "questions", None), "probe questions")
+    checkpoint = getattr(args, "path", None)
+    return _eval_job(args, args.job_verb, _eval_payload(args, checkpoint), checkpoint)
 
 
 @cli_verb
@@ -181,12 +178,6 @@ def _eval_pairs(args: argparse.Namespace) -> int:
         "out": args.out,
     }
     return _eval_job(args, args.job_verb, payload, args.path)
-
-
-@cli_verb
-def _eval_probe(args: argparse.Namespace) -> int:
-    check_file(args.questions, "probe questions")
-    return _eval_job(args, args.job_verb, _eval_payload(args, args.path), args.path)
 
 
 @cli_verb
