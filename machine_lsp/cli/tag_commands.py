@@ -17,7 +17,7 @@ from machine_lsp.cli import export_adapter_command
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.cli.verb_parsers import VerbParsers
-from machine_lsp.core.conflicts import standing
+from machine_lsp.core.conflicts import claim_kind, standing
 from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.export import describe_copy, exchange_copies, export_kto, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
@@ -172,13 +172,32 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
             f"[{colour}]Tagged {verdict}[/{colour}]{escape(suffix)}: {escape(where)} -> record {record.id} "
             f"in {escape(str(store.tagged_path))}{replaces}"
         )
-        from machine_lsp.cli.tag_edit_commands import note_copies, warn_overrides
-
         warn_overrides(result.overrides, record, err)
         note_copies(result.copies, record, err)
         return EXIT_OK
 
     return guard(body)
+
+
+def warn_overrides(overrides: list[TagRecord], record: TagRecord, err: Console) -> None:
+    """Say that `record` contradicts earlier tags of its turn, and which one trains."""
+    for earlier in overrides:
+        err.print(
+            f"[yellow]warning:[/yellow] this contradicts record {earlier.id} ({claim_kind(earlier)}, "
+            f"{escape(earlier.created_at)}) on the same turn; record {record.id} ({claim_kind(record)}) wins "
+            f"(the last tag of a turn trains; `machine untag {record.id}` takes it back)"
+        )
+
+
+def note_copies(copies: list[tuple[TagRecord, TagRecord]], record: TagRecord, err: Console) -> None:
+    """Say that `record`'s exchange is tagged in another copy too, and which record trains it."""
+    for other, keeper in copies:
+        dropped = record if keeper.id != record.id else other
+        err.print(
+            f"[yellow]note:[/yellow] record {other.id} tags the same exchange from another copy "
+            f"({escape(for_terminal(other.source.harness or other.source.uri))}); the export trains it once, "
+            f"from record {keeper.id} (it holds the system prompt the model saw), not record {dropped.id}"
+        )
 
 
 def _short(text: str, width: int = 80) -> str:
