@@ -23,7 +23,7 @@ in an export file; in the database, the turn's number (1, 2, ...) in the session
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ from machine_lsp.core.schema import ContentPart, Message, TextPart, ThinkingPart
 from machine_lsp.core.transcripts.base import TranscriptError, Turn, TurnList, answer_source, tool_call
 from machine_lsp.core.transcripts.path import EMPTY, Chunk, SharedPath
 from machine_lsp.core.transcripts.session_files import Homes, Session
-from machine_lsp.core.transcripts.unknown import describe_document
 
 HARNESS = "opencode"
 CHECKED_VERSION = "1.18.33"
@@ -49,6 +48,11 @@ class OpenCodeExportAdapter:
 
     name = HARNESS
     supported = "OpenCode (opencode.db, `opencode export` JSON)"
+
+    def __init__(self, describe_document: Callable[[Any], str]) -> None:
+        """`describe_document`: the registry's words for a JSON document that is not an export (they list every
+        format read, which only the registry knows)."""
+        self.describe_document = describe_document
 
     def sessions_home(self, homes: Homes) -> Path:
         return homes.dir("XDG_DATA_HOME", homes.home() / ".local" / "share") / "opencode" / "opencode.db"
@@ -116,7 +120,7 @@ class OpenCodeExportAdapter:
             result.problems.append(
                 TranscriptError(
                     uri,
-                    describe_document(document),
+                    self.describe_document(document),
                     1,
                     1,
                 )
