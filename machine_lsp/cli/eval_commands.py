@@ -28,19 +28,17 @@ if TYPE_CHECKING:
 
 
 def register(verbs: VerbParsers) -> None:
-    init = verbs.parser("train eval init")
+    init = verbs.parser("train eval init", _eval_init)
     init.add_argument("--force", action="store_true", help="overwrite eval.py")
-    init.set_defaults(func=_eval_init)
 
     _register_split(verbs)
 
-    base = verbs.parser("train eval baseline")
+    base = verbs.parser("train eval baseline", _eval_answers)
     base.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     base.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
     _eval_common(base)
-    base.set_defaults(func=_eval_answers)
 
-    ck = verbs.parser("train eval checkpoint")
+    ck = verbs.parser("train eval checkpoint", _eval_answers)
     ck.add_argument(
         "path",
         metavar="PATH",
@@ -49,36 +47,32 @@ def register(verbs: VerbParsers) -> None:
     ck.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     ck.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
     _eval_common(ck)
-    ck.set_defaults(func=_eval_answers)
 
-    cmp_ = verbs.parser("train eval compare")
+    cmp_ = verbs.parser("train eval compare", _eval_compare)
     cmp_.add_argument("a", metavar="A.json")
     cmp_.add_argument("b", metavar="B.json")
     cmp_.add_argument("--rows", type=int, default=20, metavar="N", help="changed rows to list (default 20)")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("--no-chart", action="store_true", help="do not write the PNG chart")
-    cmp_.set_defaults(func=_eval_compare)
 
     _register_pairs(verbs)
 
-    probe = verbs.parser("train eval probe")
+    probe = verbs.parser("train eval probe", _eval_answers)
     probe.add_argument(
         "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
     )
     probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
     _eval_common(probe)
-    probe.set_defaults(func=_eval_answers)
 
 
 def _register_split(verbs: VerbParsers) -> None:
-    split = verbs.parser("train eval split")
+    split = verbs.parser("train eval split", _eval_split)
     split.add_argument("--out", metavar="FILE", help="the eval file (default: [eval] data, else eval.jsonl)")
     split.add_argument("--force", action="store_true", help="replace an existing eval file with a new split")
-    split.set_defaults(func=_eval_split)
 
 
 def _register_pairs(verbs: VerbParsers) -> None:
-    pairs = verbs.parser("train eval pairs")
+    pairs = verbs.parser("train eval pairs", _eval_pairs)
     pairs.add_argument(
         "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base"
     )
@@ -88,7 +82,6 @@ def _register_pairs(verbs: VerbParsers) -> None:
     pairs.add_argument("--beta", type=float, metavar="X", help="reward scale (default: [train] beta, 0.1)")
     pairs.add_argument("--out", metavar="FILE", help="result file (default: eval_results/pairs-<name>.json)")
     add_job_args(pairs)
-    pairs.set_defaults(func=_eval_pairs)
 
 
 def _eval_common(p: argparse.ArgumentParser) -> None:

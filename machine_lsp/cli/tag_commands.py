@@ -51,20 +51,18 @@ def _err() -> Console:
 
 
 def register(verbs: VerbParsers) -> None:
-    good = verbs.parser("good")
+    good = verbs.parser("good", lambda args: _tag_command(args, "good"))
     good.add_argument("note", nargs="?", default="", metavar="NOTE", help="why it is good (optional)")
     good.add_argument(
         "--as", dest="rewrite", metavar="TEXT", help="store TEXT as the answer; keep the original"
     )
     _add_turn_arguments(good)
-    good.set_defaults(func=lambda args: _tag_command(args, "good"))
 
-    bad = verbs.parser("bad")
+    bad = verbs.parser("bad", lambda args: _tag_command(args, "bad"))
     bad.add_argument("note", nargs="?", default="", metavar="NOTE", help="what is wrong with it (optional)")
     _add_turn_arguments(bad)
-    bad.set_defaults(func=lambda args: _tag_command(args, "bad"))
 
-    tagged = verbs.parser("tagged")
+    tagged = verbs.parser("tagged", _tagged_command)
     tagged.add_argument("--verdict", choices=["good", "bad"], help="only this verdict")
     tagged.add_argument("--json", action="store_true", help="print the records as a JSON array")
     tagged.add_argument("--conflicts", action="store_true", help="only turns tagged two contradicting ways")
@@ -73,13 +71,11 @@ def register(verbs: VerbParsers) -> None:
         action="store_true",
         help="every record, the untagged and replaced ones too (store order)",
     )
-    tagged.set_defaults(func=_tagged_command)
 
-    data = verbs.parser("data")
+    data = verbs.parser("data", _data_command)
     data.add_argument("--json", action="store_true", help="print path and counts as JSON")
-    data.set_defaults(func=_data_command)
 
-    export = verbs.parser("export")
+    export = verbs.parser("export", _export_command)
     export.add_argument(
         "format",
         choices=["sft", "pairs", "kto", "adapter"],
@@ -90,7 +86,6 @@ def register(verbs: VerbParsers) -> None:
         "--out", type=Path, metavar="FILE|DIR", help="write here instead of stdout (adapter: DIR)"
     )
     export_adapter_command.add_arguments(export)
-    export.set_defaults(func=_export_command)
 
 
 def _add_turn_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,14 +20,13 @@ from machine_lsp.core.terminal_text import for_terminal
 
 
 def register(verbs: VerbParsers) -> None:
-    untag_parser = verbs.parser("untag")
+    untag_parser = verbs.parser("untag", _untag_command)
     untag_parser.add_argument(
         "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
     )
     untag_parser.add_argument("note", nargs="?", default="", metavar="NOTE", help="why (optional)")
-    untag_parser.set_defaults(func=_untag_command)
 
-    retag_parser = verbs.parser("retag")
+    retag_parser = verbs.parser("retag", _retag_command)
     retag_parser.add_argument(
         "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
     )
@@ -36,7 +35,6 @@ def register(verbs: VerbParsers) -> None:
         "--as", dest="rewrite", metavar="TEXT", help="a new rewrite of the model's answer"
     )
     retag_parser.add_argument("--verdict", choices=["good", "bad"], help="the other verdict")
-    retag_parser.set_defaults(func=_retag_command)
 
 
 def _untag_command(args: argparse.Namespace) -> int:
