@@ -86,7 +86,7 @@ def _sequential(trainer: Any, batches: list[list[Any]], lr: float) -> list[float
 
 
 def _pipelined(trainer: Any, batches: list[list[Any]], lr: float) -> tuple[list[float], int]:
-    """The job loop's order (machine_lsp.jobs.train_jobs._TrainLoop.run): submit step i, then finish step i-1."""
+    """The job loop's order (machine_lsp.jobs.train_loop.TrainLoop.run): submit step i, then finish step i-1."""
     times, in_flight_max = [], 0
     pending: Any = None
     t0 = time.perf_counter()

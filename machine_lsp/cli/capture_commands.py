@@ -50,6 +50,7 @@ def _err() -> Console:
 def register(verbs: VerbParsers) -> None:
     proxy = verbs.parser(
         "capture proxy",
+        _proxy,
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -58,7 +59,6 @@ def register(verbs: VerbParsers) -> None:
         "--upstream", required=True, metavar="URL", help="the real API's base URL (http/https)"
     )
     proxy.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="P", help="0: any free port")
-    proxy.set_defaults(func=_proxy)
 
 
 def _upstream_problem(url: str) -> str | None:

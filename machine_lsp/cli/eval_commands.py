@@ -28,19 +28,17 @@ if TYPE_CHECKING:
 
 
 def register(verbs: VerbParsers) -> None:
-    init = verbs.parser("train eval init")
+    init = verbs.parser("train eval init", _eval_init)
     init.add_argument("--force", action="store_true", help="overwrite eval.py")
-    init.set_defaults(func=_eval_init)
 
     _register_split(verbs)
 
-    base = verbs.parser("train eval baseline")
+    base = verbs.parser("train eval baseline", _eval_answers)
     base.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     base.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
     _eval_common(base)
-    base.set_defaults(func=_eval_baseline)
 
-    ck = verbs.parser("train eval checkpoint")
+    ck = verbs.parser("train eval checkpoint", _eval_answers)
     ck.add_argument(
         "path",
         metavar="PATH",
@@ -49,36 +47,32 @@ def register(verbs: VerbParsers) -> None:
     ck.add_argument("--data", metavar="FILE", help="held-out JSONL (default: [eval] data)")
     ck.add_argument("--probe", action="store_true", help="also run the style-bleed probe")
     _eval_common(ck)
-    ck.set_defaults(func=_eval_checkpoint)
 
-    cmp_ = verbs.parser("train eval compare")
+    cmp_ = verbs.parser("train eval compare", _eval_compare)
     cmp_.add_argument("a", metavar="A.json")
     cmp_.add_argument("b", metavar="B.json")
     cmp_.add_argument("--rows", type=int, default=20, metavar="N", help="changed rows to list (default 20)")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.add_argument("--no-chart", action="store_true", help="do not write the PNG chart")
-    cmp_.set_defaults(func=_eval_compare)
 
     _register_pairs(verbs)
 
-    probe = verbs.parser("train eval probe")
+    probe = verbs.parser("train eval probe", _eval_answers)
     probe.add_argument(
         "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base model"
     )
     probe.add_argument("--questions", metavar="FILE", help="extra probe questions (one per line, or JSONL)")
     _eval_common(probe)
-    probe.set_defaults(func=_eval_probe)
 
 
 def _register_split(verbs: VerbParsers) -> None:
-    split = verbs.parser("train eval split")
+    split = verbs.parser("train eval split", _eval_split)
     split.add_argument("--out", metavar="FILE", help="the eval file (default: [eval] data, else eval.jsonl)")
     split.add_argument("--force", action="store_true", help="replace an existing eval file with a new split")
-    split.set_defaults(func=_eval_split)
 
 
 def _register_pairs(verbs: VerbParsers) -> None:
-    pairs = verbs.parser("train eval pairs")
+    pairs = verbs.parser("train eval pairs", _eval_pairs)
     pairs.add_argument(
         "path", nargs="?", metavar="PATH", help="checkpoint address or `latest`; omit for the base"
     )
@@ -88,7 +82,6 @@ def _register_pairs(verbs: VerbParsers) -> None:
     pairs.add_argument("--beta", type=float, metavar="X", help="reward scale (default: [train] beta, 0.1)")
     pairs.add_argument("--out", metavar="FILE", help="result file (default: eval_results/pairs-<name>.json)")
     add_job_args(pairs)
-    pairs.set_defaults(func=_eval_pairs)
 
 
 def _eval_common(p: argparse.ArgumentParser) -> None:
@@ -157,15 +150,12 @@ def _eval_job(args: argparse.Namespace, job: str, payload: dict[str, Any], check
 
 
 @cli_verb
-def _eval_baseline(args: argparse.Namespace) -> int:
-    check_file(args.data, "eval data")
-    return _eval_job(args, args.job_verb, _eval_payload(args, None), None)
-
-
-@cli_verb
-def _eval_checkpoint(args: argparse.Namespace) -> int:
-    check_file(args.data, "eval data")
-    return _eval_job(args, args.job_verb, _eval_payload(args, args.path), args.path)
+def _eval_answers(args: argparse.Namespace) -> int:
+    """`train eval baseline|checkpoint|probe`: the base model's answers (no PATH) or a checkpoint's, evaluated."""
+    check_file(getattr(args, "data", None), "eval data")
+    check_file(getattr(args, "questions", None), "probe questions")
+    checkpoint = getattr(args, "path", None)
+    return _eval_job(args, args.job_verb, _eval_payload(args, checkpoint), checkpoint)
 
 
 @cli_verb
@@ -181,12 +171,6 @@ def _eval_pairs(args: argparse.Namespace) -> int:
         "out": args.out,
     }
     return _eval_job(args, args.job_verb, payload, args.path)
-
-
-@cli_verb
-def _eval_probe(args: argparse.Namespace) -> int:
-    check_file(args.questions, "probe questions")
-    return _eval_job(args, args.job_verb, _eval_payload(args, args.path), args.path)
 
 
 @cli_verb

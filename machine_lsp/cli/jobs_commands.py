@@ -32,15 +32,12 @@ JOBS_COLUMNS = (
 
 
 def register(verbs: VerbParsers) -> None:
-    jobs = verbs.parser("jobs")
     # `machine jobs` is `machine jobs list`
-    for lister in (jobs, verbs.parser("jobs list")):
+    for lister in (verbs.parser("jobs", _jobs_list), verbs.parser("jobs list", _jobs_list)):
         lister.add_argument("--json", action="store_true", help="print the manifests as JSON")
-        lister.set_defaults(func=_jobs_list)
-    jc = verbs.parser("jobs cancel")
+    jc = verbs.parser("jobs cancel", _jobs_cancel)
     jc.add_argument("run", metavar="ID", help="run id (or a unique prefix/suffix)")
-    jc.set_defaults(func=_jobs_cancel)
-    jp = verbs.parser("jobs prune")
+    jp = verbs.parser("jobs prune", _jobs_prune)
     jp.add_argument("--failed", action="store_true", help="remove failed and lost runs")
     jp.add_argument(
         "--older-than",
@@ -50,7 +47,6 @@ def register(verbs: VerbParsers) -> None:
     )
     jp.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     jp.add_argument("--json", action="store_true", help="print the decisions as JSON")
-    jp.set_defaults(func=_jobs_prune)
 
 
 def _runs_dir() -> Path:

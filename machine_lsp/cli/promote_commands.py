@@ -14,15 +14,12 @@ from machine_lsp.core.exit_codes import EXIT_OK, UsageError
 
 
 def register(verbs: VerbParsers) -> None:
-    promote = verbs.parser("train promote")
+    promote = verbs.parser("train promote", _promote)
     promote.add_argument("checkpoint", metavar="CHECKPOINT", help="local://RUN/NAME, tinker://..., or latest")
-    promote.set_defaults(func=_promote)
-    rollback = verbs.parser("train rollback")
-    rollback.set_defaults(func=_rollback)
+    rollback = verbs.parser("train rollback", _rollback)
     for recorded in (promote, rollback):
         recorded.add_argument("--reason", default="by hand", help="why (kept in the record)")
-    shown = verbs.parser("train promoted")
-    shown.set_defaults(func=_show)
+    verbs.parser("train promoted", _show)
 
 
 def _machine_dir() -> Path:

@@ -35,7 +35,7 @@ def _err() -> Console:
 
 
 def register(verbs: VerbParsers) -> None:
-    serve = verbs.parser("serve")
+    serve = verbs.parser("serve", _serve)
     serve.add_argument(
         "checkpoint",
         nargs="?",
@@ -73,7 +73,6 @@ def register(verbs: VerbParsers) -> None:
     )
     serve.add_argument("--no-log", action="store_true", help="do not append exchanges to .machine/served/")
     _add_model_options(serve)
-    serve.set_defaults(func=_serve)
     _register_use(verbs)
 
 
@@ -111,7 +110,7 @@ def add_gguf_type(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def _register_use(verbs: VerbParsers) -> None:
-    use = verbs.parser("use")
+    use = verbs.parser("use", _use)
     use.add_argument(
         "checkpoint", metavar="CHECKPOINT", help="latest, promoted, base, local://RUN/NAME or tinker://…"
     )
@@ -125,7 +124,6 @@ def _register_use(verbs: VerbParsers) -> None:
     use.add_argument(
         "--keyed", action="store_true", help=f"the server checks a key (${agents.SERVE_KEY_ENV})"
     )
-    use.set_defaults(func=_use)
 
 
 def _is_loopback(host: str) -> bool:

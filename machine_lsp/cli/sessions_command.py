@@ -21,7 +21,7 @@ from machine_lsp.core.terminal_text import for_terminal
 
 
 def register(verbs: VerbParsers) -> None:
-    sessions = verbs.parser("sessions")
+    sessions = verbs.parser("sessions", _sessions_command)
     sessions.add_argument(
         "--harness",
         type=harness_name,
@@ -30,7 +30,6 @@ def register(verbs: VerbParsers) -> None:
     )
     sessions.add_argument("--limit", type=int, default=20, metavar="N", help="show the N newest (default 20)")
     sessions.add_argument("--json", action="store_true", help="print the sessions as a JSON array")
-    sessions.set_defaults(func=_sessions_command)
 
 
 def _sessions_command(args: argparse.Namespace) -> int:

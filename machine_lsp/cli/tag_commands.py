@@ -17,7 +17,7 @@ from machine_lsp.cli import export_adapter_command
 from machine_lsp.cli.conflicts_command import print_conflicts, records_for_export
 from machine_lsp.cli.consoles import console_err, console_out, fit_columns
 from machine_lsp.cli.verb_parsers import VerbParsers
-from machine_lsp.core.conflicts import standing
+from machine_lsp.core.conflicts import claim_kind, standing
 from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_STORE, EXIT_USAGE
 from machine_lsp.core.export import describe_copy, exchange_copies, export_kto, export_pairs, export_sft
 from machine_lsp.core.safe_files import write_output
@@ -51,20 +51,18 @@ def _err() -> Console:
 
 
 def register(verbs: VerbParsers) -> None:
-    good = verbs.parser("good")
+    good = verbs.parser("good", lambda args: _tag_command(args, "good"))
     good.add_argument("note", nargs="?", default="", metavar="NOTE", help="why it is good (optional)")
     good.add_argument(
         "--as", dest="rewrite", metavar="TEXT", help="store TEXT as the answer; keep the original"
     )
     _add_turn_arguments(good)
-    good.set_defaults(func=lambda args: _tag_command(args, "good"))
 
-    bad = verbs.parser("bad")
+    bad = verbs.parser("bad", lambda args: _tag_command(args, "bad"))
     bad.add_argument("note", nargs="?", default="", metavar="NOTE", help="what is wrong with it (optional)")
     _add_turn_arguments(bad)
-    bad.set_defaults(func=lambda args: _tag_command(args, "bad"))
 
-    tagged = verbs.parser("tagged")
+    tagged = verbs.parser("tagged", _tagged_command)
     tagged.add_argument("--verdict", choices=["good", "bad"], help="only this verdict")
     tagged.add_argument("--json", action="store_true", help="print the records as a JSON array")
     tagged.add_argument("--conflicts", action="store_true", help="only turns tagged two contradicting ways")
@@ -73,13 +71,11 @@ def register(verbs: VerbParsers) -> None:
         action="store_true",
         help="every record, the untagged and replaced ones too (store order)",
     )
-    tagged.set_defaults(func=_tagged_command)
 
-    data = verbs.parser("data")
+    data = verbs.parser("data", _data_command)
     data.add_argument("--json", action="store_true", help="print path and counts as JSON")
-    data.set_defaults(func=_data_command)
 
-    export = verbs.parser("export")
+    export = verbs.parser("export", _export_command)
     export.add_argument(
         "format",
         choices=["sft", "pairs", "kto", "adapter"],
@@ -90,7 +86,6 @@ def register(verbs: VerbParsers) -> None:
         "--out", type=Path, metavar="FILE|DIR", help="write here instead of stdout (adapter: DIR)"
     )
     export_adapter_command.add_arguments(export)
-    export.set_defaults(func=_export_command)
 
 
 def _add_turn_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,13 +167,32 @@ def _tag_command(args: argparse.Namespace, verdict: str) -> int:
             f"[{colour}]Tagged {verdict}[/{colour}]{escape(suffix)}: {escape(where)} -> record {record.id} "
             f"in {escape(str(store.tagged_path))}{replaces}"
         )
-        from machine_lsp.cli.tag_edit_commands import note_copies, warn_overrides
-
         warn_overrides(result.overrides, record, err)
         note_copies(result.copies, record, err)
         return EXIT_OK
 
     return guard(body)
+
+
+def warn_overrides(overrides: list[TagRecord], record: TagRecord, err: Console) -> None:
+    """Say that `record` contradicts earlier tags of its turn, and which one trains."""
+    for earlier in overrides:
+        err.print(
+            f"[yellow]warning:[/yellow] this contradicts record {earlier.id} ({claim_kind(earlier)}, "
+            f"{escape(earlier.created_at)}) on the same turn; record {record.id} ({claim_kind(record)}) wins "
+            f"(the last tag of a turn trains; `machine untag {record.id}` takes it back)"
+        )
+
+
+def note_copies(copies: list[tuple[TagRecord, TagRecord]], record: TagRecord, err: Console) -> None:
+    """Say that `record`'s exchange is tagged in another copy too, and which record trains it."""
+    for other, keeper in copies:
+        dropped = record if keeper.id != record.id else other
+        err.print(
+            f"[yellow]note:[/yellow] record {other.id} tags the same exchange from another copy "
+            f"({escape(for_terminal(other.source.harness or other.source.uri))}); the export trains it once, "
+            f"from record {keeper.id} (it holds the system prompt the model saw), not record {dropped.id}"
+        )
 
 
 def _short(text: str, width: int = 80) -> str:

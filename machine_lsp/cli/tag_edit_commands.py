@@ -1,5 +1,5 @@
 """`machine untag ID` and `machine retag ID --note … | --as … | --verdict good|bad`: edit a tag by appending a
-record that supersedes it (core/tag_edits.py); and the warning any tag prints when it outvotes another."""
+record that supersedes it (core/tag_edits.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from machine_lsp.cli.consoles import console_err, console_out
-from machine_lsp.cli.tag_commands import guard
+from machine_lsp.cli.tag_commands import guard, warn_overrides
 from machine_lsp.cli.verb_parsers import VerbParsers
 from machine_lsp.core.conflicts import claim_kind, resolve, turn_key
 from machine_lsp.core.exit_codes import EXIT_OK
@@ -20,14 +20,13 @@ from machine_lsp.core.terminal_text import for_terminal
 
 
 def register(verbs: VerbParsers) -> None:
-    untag_parser = verbs.parser("untag")
+    untag_parser = verbs.parser("untag", _untag_command)
     untag_parser.add_argument(
         "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
     )
     untag_parser.add_argument("note", nargs="?", default="", metavar="NOTE", help="why (optional)")
-    untag_parser.set_defaults(func=_untag_command)
 
-    retag_parser = verbs.parser("retag")
+    retag_parser = verbs.parser("retag", _retag_command)
     retag_parser.add_argument(
         "record", metavar="ID", help="the record's id or a unique prefix (`machine tagged`)"
     )
@@ -36,7 +35,6 @@ def register(verbs: VerbParsers) -> None:
         "--as", dest="rewrite", metavar="TEXT", help="a new rewrite of the model's answer"
     )
     retag_parser.add_argument("--verdict", choices=["good", "bad"], help="the other verdict")
-    retag_parser.set_defaults(func=_retag_command)
 
 
 def _untag_command(args: argparse.Namespace) -> int:
@@ -66,27 +64,6 @@ def _retag_command(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     return guard(body)
-
-
-def warn_overrides(overrides: list[TagRecord], record: TagRecord, err: Console) -> None:
-    """Say that `record` contradicts earlier tags of its turn, and which one trains."""
-    for earlier in overrides:
-        err.print(
-            f"[yellow]warning:[/yellow] this contradicts record {earlier.id} ({claim_kind(earlier)}, "
-            f"{escape(earlier.created_at)}) on the same turn; record {record.id} ({claim_kind(record)}) wins "
-            f"(the last tag of a turn trains; `machine untag {record.id}` takes it back)"
-        )
-
-
-def note_copies(copies: list[tuple[TagRecord, TagRecord]], record: TagRecord, err: Console) -> None:
-    """Say that `record`'s exchange is tagged in another copy too, and which record trains it."""
-    for other, keeper in copies:
-        dropped = record if keeper.id != record.id else other
-        err.print(
-            f"[yellow]note:[/yellow] record {other.id} tags the same exchange from another copy "
-            f"({escape(for_terminal(other.source.harness or other.source.uri))}); the export trains it once, "
-            f"from record {keeper.id} (it holds the system prompt the model saw), not record {dropped.id}"
-        )
 
 
 def _say_what_stands(store: Store, untagged: TagRecord, err: Console) -> None:

@@ -20,7 +20,7 @@ from machine_lsp.core.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 
 def register(verbs: VerbParsers) -> None:
-    serve = verbs.parser("tinker serve")
+    serve = verbs.parser("tinker serve", _serve)
     serve.add_argument(
         "--model", metavar="DIR", help="a local Hugging Face model directory (default: SmolLM2)"
     )
@@ -32,14 +32,11 @@ def register(verbs: VerbParsers) -> None:
         "--ready-timeout", type=float, default=900.0, metavar="S", help="seconds to wait for it to answer"
     )
     serve.add_argument("--no-config", action="store_true", help="do not write the URL into machine.toml")
-    serve.set_defaults(func=_serve)
 
-    status = verbs.parser("tinker status")
+    status = verbs.parser("tinker status", _status)
     status.add_argument("--json", action="store_true", help="print the server record as JSON")
-    status.set_defaults(func=_status)
 
-    stop = verbs.parser("tinker stop")
-    stop.set_defaults(func=_stop)
+    verbs.parser("tinker stop", _stop)
 
 
 def _machine_dir() -> Path:

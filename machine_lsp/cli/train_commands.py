@@ -45,7 +45,7 @@ def register(verbs: VerbParsers) -> None:
 
 
 def _register_sft(verbs: VerbParsers) -> None:
-    sft = verbs.parser("train sft")
+    sft = verbs.parser("train sft", _sft)
     sft.add_argument(
         "file", nargs="?", metavar="FILE", help="training JSONL (default: the store's good rows)"
     )
@@ -60,17 +60,15 @@ def _register_sft(verbs: VerbParsers) -> None:
     sft.add_argument("--eval-data", metavar="FILE", help="held-out eval JSONL for [eval] data")
     _add_objective_args(sft)
     sft.add_argument("--force", action="store_true", help="overwrite train_sft.py / machine.toml")
-    sft.set_defaults(func=_sft)
 
 
 def _register_smoke(verbs: VerbParsers) -> None:
-    smoke = verbs.parser("train smoke")
+    smoke = verbs.parser("train smoke", _smoke)
     smoke.add_argument(
         "--data", metavar="FILE", help="training JSONL (default: machine.toml, else the store)"
     )
     _add_objective_args(smoke)
     add_job_args(smoke)
-    smoke.set_defaults(func=_smoke)
 
 
 def _add_objective_args(parser: argparse.ArgumentParser) -> None:
@@ -96,7 +94,7 @@ def _add_objective_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _register_run(verbs: VerbParsers) -> None:
-    run = verbs.parser("train run")
+    run = verbs.parser("train run", _run)
     run.add_argument("--resume", metavar="RUN", help="continue a run (id, id prefix, or checkpoint address)")
     run.add_argument("--data", metavar="FILE", help="training JSONL (default: machine.toml, else the store)")
     run.add_argument("--steps", type=int, metavar="N", help="override the step cap")
@@ -106,11 +104,10 @@ def _register_run(verbs: VerbParsers) -> None:
     run.add_argument("--save-every", type=int, metavar="N")
     _add_objective_args(run)
     add_job_args(run)
-    run.set_defaults(func=_run)
 
 
 def _register_retrain(verbs: VerbParsers) -> None:
-    retrain = verbs.parser("retrain")
+    retrain = verbs.parser("retrain", _retrain)
     retrain.add_argument("--steps", type=int, metavar="N", help="override the step cap")
     retrain.add_argument("--epochs", type=int, metavar="N")
     retrain.add_argument("--lr", type=float, metavar="X")
@@ -120,7 +117,6 @@ def _register_retrain(verbs: VerbParsers) -> None:
     )
     retrain.add_argument("--anchor-ratio", type=float, metavar="X", help="anchors per tagged row (0.5)")
     add_job_args(retrain)
-    retrain.set_defaults(func=_retrain)
 
 
 @cli_verb

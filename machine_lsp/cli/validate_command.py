@@ -42,6 +42,7 @@ STORE_LABEL = "<store: good rows as SFT>"
 def register(verbs: VerbParsers) -> None:
     parser = verbs.parser(
         "train validate",
+        run,
         description="Validate a training file (and its eval file). Without FILE: the store's good rows as SFT.",
     )
     parser.add_argument("file", nargs="?", metavar="FILE", help="chat JSONL to validate (default: the store)")
@@ -65,7 +66,6 @@ def register(verbs: VerbParsers) -> None:
         "in place, keeping a backup FILE.bak, then validate again",
     )
     parser.add_argument("--no-backup", action="store_true", help="with --fix: do not write FILE.bak")
-    parser.set_defaults(func=run)
 
 
 def _usage_error(args: argparse.Namespace) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from machine_lsp.core.exit_codes import EXIT_USAGE
@@ -35,12 +36,16 @@ class VerbParsers:
                 subparsers[words] = parser.add_subparsers(dest=dest, metavar="VERB")
                 parser.set_defaults(func=lambda args, group=parser: show_help(group))
 
-    def parser(self, words: str, **options: Any) -> argparse.ArgumentParser:
-        """The parser of the registry's CLI verb `words` ("train smoke"), with `options` (`description`, `epilog`,
-        `formatter_class`) set on it; KeyError for words the registry does not have."""
+    def parser(
+        self, words: str, func: Callable[[argparse.Namespace], int], **options: Any
+    ) -> argparse.ArgumentParser:
+        """The parser of the registry's CLI verb `words` ("train smoke"), running `func` (its handler: the args in,
+        the exit code out), with `options` (`description`, `epilog`, `formatter_class`) set on it; KeyError for words
+        the registry does not have."""
         if words not in self._parsers:
             cli_verb(words)  # raises, naming the registry
         parser = self._parsers[words]
+        parser.set_defaults(func=func)
         if (job := cli_verb(words).job) is not None:
             parser.set_defaults(job_verb=job)  # the job its handler runs: the registry's, as the server's
         for option, value in options.items():

@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from machine_lsp.core.schema import text_of
-from machine_lsp.core.transcripts import HARNESSES, TranscriptError, Turn, find_harness_sessions, turn_at
+from machine_lsp.core.transcripts import (
+    HARNESSES,
+    TranscriptError,
+    Turn,
+    find_harness_sessions,
+    load_session,
+    turn_at,
+)
 from machine_lsp.core.transcripts.session_files import Homes, Session
 
 __all__ = ["HARNESSES", "Homes", "Session", "find_session", "find_sessions", "project_root", "resolve_from"]
@@ -67,7 +74,7 @@ def resolve_from(
     session = _session_by_id(session_part, project_dir, homes)
     if session is None:
         return None if _looks_like_a_path(spec) else _no_session(spec, project_dir)
-    turns = session.load(trace=trace, thinking=thinking)
+    turns = load_session(session, trace=trace, thinking=thinking)
     if not turns:
         problems = getattr(turns, "problems", [])
         if problems:
@@ -142,7 +149,7 @@ def _inside(cwd: str, project: Path) -> bool:
 
 def _count(session: Session) -> None:
     try:
-        turns = session.load()
+        turns = load_session(session)
     except TranscriptError as exc:
         session.problem = exc.message
         return
@@ -155,7 +162,7 @@ def _count(session: Session) -> None:
 
 def _try_load(session: Session, *, trace: bool, thinking: bool) -> list[Turn]:
     try:
-        return session.load(trace=trace, thinking=thinking)
+        return load_session(session, trace=trace, thinking=thinking)
     except TranscriptError:
         return []
 

@@ -8,8 +8,9 @@ palette's `when` clauses and the commands that run in Restricted Mode — is gen
 (`editors/vscode/scripts/generate-palette.mjs`, checked by `npm test`). Messages that point at another verb name it
 by its palette title (:func:`palette_title`), never by its command id.
 
-A new verb: one `Verb` line below and its handler (CONTRIBUTING.md walks through it). Standard library only: the
-language server and the CLI both read it at start.
+A new verb: one line below (a `Verb`; `_shown` for one with palette entries, `_job` for a job with progress) and
+its handler (CONTRIBUTING.md walks through it). Standard library only: the language server and the CLI both read it
+at start.
 """
 
 from __future__ import annotations
@@ -56,41 +57,44 @@ def _job(
     return Verb(help, cli, command, job, progress, asks, palette)
 
 
+def _shown(
+    help: str, cli: str | None, command: str | None, *palette: Palette, job: str | None = None
+) -> Verb:
+    """A verb with command-palette entries (and no progress or question of its own)."""
+    return Verb(help, cli, command, job, palette=palette)
+
+
 VERBS: tuple[Verb, ...] = (
     # tagging and the store (cli/tag_commands.py, cli/tag_edit_commands.py; lsp/features/tagging.py, tag_edits.py)
-    Verb(
+    _shown(
         "tag an assistant turn as good (optionally with a rewrite)",
         "good",
         "machine.tag",
-        palette=(
-            Palette("machineLsp.tagGood", "Tag as Good"),
-            Palette("machineLsp.tagRewrite", "Tag with Rewrite…"),
-            Palette("machineLsp.tagSelection", "Tag Selection…", when="editorHasSelection"),
-            Palette("machineLsp.tagLastGood", "Tag Last Agent Turn as Good…"),
-            Palette("machineLsp.sessions.tagGood", "Tag Turn as Good", when="false", icon="$(thumbsup)"),
-        ),
+        Palette("machineLsp.tagGood", "Tag as Good"),
+        Palette("machineLsp.tagRewrite", "Tag with Rewrite…"),
+        Palette("machineLsp.tagSelection", "Tag Selection…", when="editorHasSelection"),
+        Palette("machineLsp.tagLastGood", "Tag Last Agent Turn as Good…"),
+        Palette("machineLsp.sessions.tagGood", "Tag Turn as Good", when="false", icon="$(thumbsup)"),
     ),
-    Verb(
+    _shown(
         "tag an assistant turn as bad",
         "bad",
         "machine.tag",
-        palette=(
-            Palette("machineLsp.tagBad", "Tag as Bad"),
-            Palette("machineLsp.tagLastBad", "Tag Last Agent Turn as Bad…"),
-            Palette("machineLsp.sessions.tagBad", "Tag Turn as Bad", when="false", icon="$(thumbsdown)"),
-        ),
+        Palette("machineLsp.tagBad", "Tag as Bad"),
+        Palette("machineLsp.tagLastBad", "Tag Last Agent Turn as Bad…"),
+        Palette("machineLsp.sessions.tagBad", "Tag Turn as Bad", when="false", icon="$(thumbsdown)"),
     ),
-    Verb(
+    _shown(
         "list the tagged turns",
         "tagged",
         "machine.tagged",
-        palette=(Palette("machineLsp.showTagged", "Show Tagged Rows"),),
+        Palette("machineLsp.showTagged", "Show Tagged Rows"),
     ),
-    Verb(
+    _shown(
         "where the store is and what it holds",
         "data",
         "machine.data",
-        palette=(Palette("machineLsp.showDataPath", "Show Data Path"),),
+        Palette("machineLsp.showDataPath", "Show Data Path"),
     ),
     Verb("export tagged turns as training data, or a checkpoint's adapter", "export"),
     Verb("take a tag back (the store keeps the history)", "untag", "machine.untag"),
@@ -106,11 +110,11 @@ VERBS: tuple[Verb, ...] = (
         "check chat JSONL (shape, duplicates, train/eval leakage; tokens with --model)",
         Palette("machineLsp.validate", "Validate Current File"),
     ),
-    Verb(
+    _shown(
         "scaffold train_sft.py + machine.toml in the current directory",
         "train sft",
         "machine.train.sft",
-        palette=(Palette("machineLsp.scaffold", "Scaffold SFT Script"),),
+        Palette("machineLsp.scaffold", "Scaffold SFT Script"),
     ),
     _job(
         "train smoke",
@@ -151,11 +155,11 @@ VERBS: tuple[Verb, ...] = (
     # evaluation (cli/eval_commands.py; lsp/features/job_commands.py, scaffold.py, eval_set.py)
     Verb("held-out evaluation: init, split, baseline, checkpoint, compare, probe", "train eval"),
     Verb("write eval.py (and machine.toml if missing)", "train eval init", "machine.eval.init"),
-    Verb(
+    _shown(
         "hold out tagged good rows as the eval set ([eval] data, else eval.jsonl); store runs skip them",
         "train eval split",
         "machine.eval.split",
-        palette=(Palette("machineLsp.makeEvalSet", "Make Eval Set…"),),
+        Palette("machineLsp.makeEvalSet", "Make Eval Set…"),
     ),
     _job(
         "train eval baseline",
@@ -175,11 +179,11 @@ VERBS: tuple[Verb, ...] = (
         "evaluate a checkpoint -> eval_results/<name>.json",
         Palette("machineLsp.evalCheckpoint", "Evaluate Checkpoint…"),
     ),
-    Verb(
+    _shown(
         "compare two eval results (B against A) + chart",
         "train eval compare",
         "machine.eval.compare",
-        palette=(Palette("machineLsp.compare", "Compare Results…"),),
+        Palette("machineLsp.compare", "Compare Results…"),
     ),
     _job(
         "train eval probe",
@@ -202,44 +206,45 @@ VERBS: tuple[Verb, ...] = (
     # jobs (cli/jobs_commands.py; lsp/features/job_commands.py)
     Verb("list runs in .machine/runs, or cancel one", "jobs"),
     Verb("list runs with their status", "jobs list", "machine.jobs.list"),
-    Verb(
+    _shown(
         "stop a running job (SIGTERM; it records its last checkpoint)",
         "jobs cancel",
         "machine.jobs.cancel",
-        palette=(Palette("machineLsp.cancelJob", "Cancel Job"),),
+        Palette("machineLsp.cancelJob", "Cancel Job"),
     ),
     Verb(
         "remove failed or old runs (never a running one, nor a checkpoint another run or eval still names)",
         "jobs prune",
     ),
     # agent sessions (cli/sessions_command.py; lsp/features/sessions.py)
-    Verb(
+    _shown(
         "list this project's agent sessions (Pi, Claude Code, Codex, OpenCode, Letta Code)",
         "sessions",
         "machine.sessions",
-        palette=(Palette("machineLsp.sessions.refresh", "Refresh Sessions", icon="$(refresh)"),),
+        Palette("machineLsp.sessions.refresh", "Refresh Sessions", icon="$(refresh)"),
     ),
     Verb("one session's turns, in order", command="machine.sessions.turns"),
     # serving (cli/serve_commands.py; lsp/features/serving.py)
-    Verb(
+    _shown(
         "serve a checkpoint to agents (OpenAI / Anthropic APIs on 127.0.0.1)",
         "serve",
         "machine.serve.start",
+        Palette("machineLsp.serveCheckpoint", "Serve Checkpoint…"),
         job="serve",
-        palette=(Palette("machineLsp.serveCheckpoint", "Serve Checkpoint…"),),
     ),
-    Verb(
+    _shown(
         "stop serving the checkpoint",
-        command="machine.serve.stop",
-        palette=(Palette("machineLsp.stopServing", "Stop Serving"),),
+        None,
+        "machine.serve.stop",
+        Palette("machineLsp.stopServing", "Stop Serving"),
     ),
     Verb("what is served, where", command="machine.serve.status"),
-    Verb(
+    _shown(
         "print (or --write) an agent's config to use a checkpoint",
         "use",
         "machine.use",
+        Palette("machineLsp.useCheckpoint", "Use Checkpoint in Agent…"),
         job="use",
-        palette=(Palette("machineLsp.useCheckpoint", "Use Checkpoint in Agent…"),),
     ),
     # capture (cli/capture_commands.py)
     Verb("record agents' model traffic for tagging (capture proxy)", "capture"),
@@ -249,12 +254,12 @@ VERBS: tuple[Verb, ...] = (
     ),
     # the local Tinker server (cli/tinker_commands.py; lsp/features/serving.py)
     Verb("a local Tinker-API server (SkyRL tx) for --engine tinker", "tinker"),
-    Verb(
+    _shown(
         "start the local server (127.0.0.1) and record its URL in machine.toml",
         "tinker serve",
         "machine.tinker.serve",
+        Palette("machineLsp.startTinkerServer", "Start Local Tinker Server"),
         job="tinker-serve",
-        palette=(Palette("machineLsp.startTinkerServer", "Start Local Tinker Server"),),
     ),
     Verb(
         "is the local server running, where, and its last log lines",
@@ -262,48 +267,54 @@ VERBS: tuple[Verb, ...] = (
         "machine.tinker.status",
         job="tinker-status",
     ),
-    Verb(
+    _shown(
         "stop the local server",
         "tinker stop",
         "machine.tinker.stop",
+        Palette("machineLsp.stopTinkerServer", "Stop Local Tinker Server"),
         job="tinker-stop",
-        palette=(Palette("machineLsp.stopTinkerServer", "Stop Local Tinker Server"),),
     ),
     # the server itself (lsp/features/server_info.py)
     Verb("the server's version, interpreter and what it has loaded", command="machine.server.info"),
     # the extension's own verbs: no CLI, no server command (their handlers are in editors/vscode/src)
-    Verb(
+    _shown(
         "the run panel: live loss, checkpoints, comparisons",
-        palette=(Palette("machineLsp.openPanel", "Open Run Panel", untrusted=True),),
+        None,
+        None,
+        Palette("machineLsp.openPanel", "Open Run Panel", untrusted=True),
     ),
-    Verb(
+    _shown(
         "the Tinker API key in VS Code's secret storage",
-        palette=(
-            Palette("machineLsp.setTinkerKey", "Set Tinker API Key…"),
-            Palette("machineLsp.clearTinkerKey", "Clear Tinker API Key"),
-        ),
+        None,
+        None,
+        Palette("machineLsp.setTinkerKey", "Set Tinker API Key…"),
+        Palette("machineLsp.clearTinkerKey", "Clear Tinker API Key"),
     ),
-    Verb(
+    _shown(
         "a Python environment with the train extra for the server",
-        palette=(Palette("machineLsp.createTrainingEnvironment", "Create Training Environment"),),
+        None,
+        None,
+        Palette("machineLsp.createTrainingEnvironment", "Create Training Environment"),
     ),
-    Verb(
+    _shown(
         "the language server's process and log",
-        palette=(
-            Palette("machineLsp.restartServer", "Restart Language Server", untrusted=True),
-            Palette("machineLsp.showOutput", "Show Server Log", untrusted=True),
-        ),
+        None,
+        None,
+        Palette("machineLsp.restartServer", "Restart Language Server", untrusted=True),
+        Palette("machineLsp.showOutput", "Show Server Log", untrusted=True),
     ),
-    Verb(
+    _shown(
         "open a session's turn in its log (the Sessions view)",
-        palette=(Palette("machineLsp.sessions.openTurn", "Open Turn in Log", when="false"),),
+        None,
+        None,
+        Palette("machineLsp.sessions.openTurn", "Open Turn in Log", when="false"),
     ),
-    Verb(
+    _shown(
         "the status bar's menus",
-        palette=(
-            Palette("machineLsp.servedMenu", "Served Checkpoint Menu", when="false"),
-            Palette("machineLsp.tinkerMenu", "Local Tinker Server Menu", when="false"),
-        ),
+        None,
+        None,
+        Palette("machineLsp.servedMenu", "Served Checkpoint Menu", when="false"),
+        Palette("machineLsp.tinkerMenu", "Local Tinker Server Menu", when="false"),
     ),
 )
 

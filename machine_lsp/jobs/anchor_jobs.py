@@ -116,7 +116,7 @@ def _agent_turn_prompts(ctx: JobContext, labelled: Labelled, probes: list[str]) 
     """The project's untagged agent turns as prompts, newest session first (a log that cannot be read is skipped)."""
     from machine_lsp.core import sessions
     from machine_lsp.core.store import Store
-    from machine_lsp.core.transcripts import TranscriptError
+    from machine_lsp.core.transcripts import TranscriptError, load_session
 
     store = Store.open(ctx.cwd)
     tagged = {(r.source.uri, r.source.line) for r in store.records()}
@@ -125,7 +125,7 @@ def _agent_turn_prompts(ctx: JobContext, labelled: Labelled, probes: list[str]) 
     found: list[anchors.AnchorPrompt] = []
     for session in sessions.find_sessions(ctx.cwd, count_turns=0)[:MAX_AGENT_SESSIONS]:
         try:
-            turns = session.load(trace=True)
+            turns = load_session(session, trace=True)
         except (TranscriptError, OSError):
             continue
         for turn in reversed(turns):

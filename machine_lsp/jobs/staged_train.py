@@ -24,19 +24,11 @@ from typing import Any
 
 import msgspec
 
+from machine_lsp.jobs import train_loop
 from machine_lsp.jobs.common import make_engine, served_model
 from machine_lsp.jobs.gate_jobs import HeldOut, run_gate
 from machine_lsp.jobs.runner import JobContext, JobError
 from machine_lsp.jobs.step_data import LoadedRows, load_rows, step_data
-from machine_lsp.jobs.train_jobs import (
-    StepRecord,
-    _create_trainer,
-    _outcome,
-    _renderer,
-    _run_size,
-    _sample_one,
-    _TrainLoop,
-)
 from machine_lsp.scaffold.config import MachineConfig, TrainSection
 from machine_lsp.scaffold.support import schedule
 
@@ -56,11 +48,11 @@ def train_staged(
         ctx.log(f"{stage.objective} stage data: {rows.snapshot.rows} rows from {rows.snapshot.source}")
     engine = make_engine(ctx, cfg.engine, cfg.threads)
     model = served_model(ctx, engine, cfg.resolved_model())
-    trainer = _create_trainer(ctx, engine, model, cfg, None)
+    trainer = train_loop.create_trainer(ctx, engine, model, cfg, None)
     started = time.perf_counter()
-    history: list[StepRecord] = []
+    history: list[train_loop.StepRecord] = []
     records: list[dict[str, Any]] = []
-    loop: _TrainLoop | None = None
+    loop: train_loop.TrainLoop | None = None
     for index, (stage, rows) in enumerate(zip(stages, loaded, strict=True)):
         if index:  # the next stage is measured against the weights the previous one left
             trainer.freeze_reference()
@@ -71,8 +63,12 @@ def train_staged(
             record["reference"] = records[index - 1]["checkpoint"]
     assert loop is not None
     ctx.update(objective={"name": cfg.objective, "beta": cfg.beta, "reference": REFERENCE, "stages": records})
-    sample = _sample_one(ctx, trainer, loop.data.prompt(0), loop.total, sample_tokens) if smoke else None
-    result, message = _outcome(ctx, cfg, model, loop, loaded[-1].snapshot, loop.close(), sample, smoke)
+    sample = (
+        train_loop.sample_one(ctx, trainer, loop.data.prompt(0), loop.total, sample_tokens) if smoke else None
+    )
+    result, message = train_loop.outcome(
+        ctx, cfg, model, loop, loaded[-1].snapshot, loop.close(), sample, smoke
+    )
     result.update(
         steps=loop.total,
         tokens=sum(h.tokens for h in history),
@@ -92,21 +88,21 @@ def _run_stage(
     stage: TrainSection,
     rows: LoadedRows,
     run: tuple[Any, str, Any],
-    previous: _TrainLoop | None,
-    history: list[StepRecord],
+    previous: train_loop.TrainLoop | None,
+    history: list[train_loop.StepRecord],
     smoke: bool,
     last: bool,
-) -> tuple[_TrainLoop, dict[str, Any]]:
+) -> tuple[train_loop.TrainLoop, dict[str, Any]]:
     """One stage's steps after the previous stage's (`run`: the same trainer, model and engine), and its record
     for the manifest."""
     trainer, model, engine = run
-    data = step_data(ctx, stage, rows, _renderer(engine, model))
-    plan = schedule(data.count, stage, _run_size(ctx, data, stage, smoke))
+    data = step_data(ctx, stage, rows, train_loop.job_renderer(engine, model))
+    plan = schedule(data.count, stage, train_loop.run_size(ctx, data, stage, smoke))
     offset = previous.total if previous is not None else 0
     if previous is not None:
         previous.close()
     ctx.log(f"{stage.objective} stage: steps {offset + 1}-{offset + len(plan)}")
-    loop = _TrainLoop(ctx, stage, trainer, data, plan, offset, offset=offset, history=history)
+    loop = train_loop.TrainLoop(ctx, stage, trainer, data, plan, offset, offset=offset, history=history)
     try:
         loop.run(smoke, final=last)
     except BaseException:  # metrics.jsonl closed and loss.png drawn on a failure or a cancel too

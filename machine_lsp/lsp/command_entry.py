@@ -21,13 +21,13 @@ from machine_lsp.lsp.features import SHOWN, CommandError, CommandMethod, Reporte
 from machine_lsp.lsp.replies import to_wire
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 logger = logging.getLogger(__name__)
 
 
 def command_entry(
-    server: MachineLanguageServer, command_id: str, method: CommandMethod
+    server: ServerBase, command_id: str, method: CommandMethod
 ) -> Callable[..., Awaitable[Any]]:
     """The handler pygls calls for `command_id`: `method` over the one object argument, its reply on the wire."""
 

@@ -15,7 +15,7 @@ from lsprotocol import types
 
 if TYPE_CHECKING:
     from machine_lsp.lsp.replies import JobPlan
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def question(title: str, plan: JobPlan) -> str:
     return f"machine: start the {title[0].lower() + title[1:]}? {plan.message}."
 
 
-async def confirm_run(server: MachineLanguageServer, title: str, plan: JobPlan) -> str | None:
+async def confirm_run(server: ServerBase, title: str, plan: JobPlan) -> str | None:
     """None when the user chose Run; otherwise the reason the job was not started (already told to the user
     when it was not the user's own Cancel)."""
     params = types.ShowMessageRequestParams(
@@ -47,7 +47,7 @@ async def confirm_run(server: MachineLanguageServer, title: str, plan: JobPlan) 
     return f"{title} not started"
 
 
-def _unanswered(server: MachineLanguageServer, message: str) -> str:
+def _unanswered(server: ServerBase, message: str) -> str:
     logger.warning("%s", message)
     server.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
     return message

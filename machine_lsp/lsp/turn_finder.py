@@ -20,7 +20,7 @@ from machine_lsp.lsp.positions import to_codepoint_index
 from machine_lsp.lsp.turns import TurnCache
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 
 class _Position(msgspec.Struct):
@@ -34,7 +34,7 @@ class _Range(msgspec.Struct):
 
 
 class TurnFinder:
-    def __init__(self, server: MachineLanguageServer, turns: TurnCache) -> None:
+    def __init__(self, server: ServerBase, turns: TurnCache) -> None:
         self.server = server
         self.turns = turns
 

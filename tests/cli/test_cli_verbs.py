@@ -43,7 +43,7 @@ def test_every_registry_verb_is_taken_by_a_module_and_unknown_words_are_refused(
         importlib.import_module(name).register(verbs)
     assert verbs.missing() == []
     with pytest.raises(KeyError, match="no CLI verb 'train fly' in core/verb_registry.py"):
-        verbs.parser("train fly")
+        verbs.parser("train fly", lambda args: 0)
 
 
 def test_a_cli_verb_runs_the_job_its_line_names_and_groups_show_their_help(capsys):

@@ -15,6 +15,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from machine_lsp.core.lines import normalize_line_ends
 from machine_lsp.core.safe_files import read_regular, unreadable_reason
@@ -44,6 +45,16 @@ __all__ = [
     "turn_at",
 ]
 
+
+def describe_document(document: Any) -> str:
+    """A whole JSON document that is not an `opencode export` (the one JSON-document format read): what it looks
+    like, when that is known. The registry's words (they name every format read), given to the OpenCode adapter."""
+    looks = "a JSON document, but not an OpenCode session export"
+    if isinstance(document, dict) and not describe_first(document).startswith("unknown"):
+        looks = f"a JSON document that {describe_first(document)}, not an OpenCode session export"
+    return f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: {SUPPORTED}'
+
+
 # The registry: every format read, most specific first (the first whose sniffer claims a file reads it; the chat
 # adapter, last, takes anything the others do not). An adapter carries its harness's one name, its sniffer, how the
 # "supported:" list words it, and, where its harness has them: `find_sessions` (where it keeps its sessions),
@@ -57,7 +68,7 @@ ADAPTERS: list[TranscriptAdapter] = [
     QwenCodeAdapter(),  # a uuid/parentUuid tree like Claude Code's, with Gemini `parts`: before Claude Code
     ClaudeCodeAdapter(),
     CodexAdapter(),
-    OpenCodeExportAdapter(),  # `opencode export` JSON: before the chat fallback
+    OpenCodeExportAdapter(describe_document),  # `opencode export` JSON: before the chat fallback
     CapturedAdapter(),  # `machine capture proxy` logs carry `messages`: before the chat fallback
     ChatJsonlAdapter(),
 ]

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from machine_lsp.core.transcripts.base import TranscriptError, TurnList
-from machine_lsp.core.transcripts.opencode import HARNESS, _Reader
+from machine_lsp.core.transcripts.opencode_messages import HARNESS, MessageReader
 from machine_lsp.core.transcripts.sqlite_read import open_read_only
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -98,7 +98,7 @@ def load_db_turns(
         raise TranscriptError(base_uri, f"not an OpenCode database ({exc})") from None
     uri = f"{base_uri}#{session_id}"
     result = TurnList()
-    reader = _Reader(uri, session_id, trace=trace, thinking=thinking)
+    reader = MessageReader(uri, session_id, trace=trace, thinking=thinking)
     turns = reader.read(messages, None, result)
     turns.line_count = len(turns)
     turns.uri = uri

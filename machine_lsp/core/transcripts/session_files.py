@@ -14,8 +14,6 @@ from pathlib import Path
 
 import msgspec
 
-from machine_lsp.core.transcripts.base import Turn
-
 HEAD_BYTES = 256 * 1024  # enough for the first lines of any log (Claude Code's first lines can be long)
 
 
@@ -29,11 +27,6 @@ class Session:
     turns: int | None = None  # None: not counted (or the log could not be read)
     first_prompt: str = ""
     problem: str | None = None  # why the log could not be read
-
-    def load(self, *, trace: bool = False, thinking: bool = False) -> list[Turn]:
-        from machine_lsp.core.transcripts import load_session
-
-        return load_session(self, trace=trace, thinking=thinking)
 
 
 @dataclass

@@ -52,17 +52,3 @@ def describe_object(first: dict[str, Any]) -> str:
     if "conversations" in first:
         return "looks like ShareGPT rows (a `conversations` list), not chat rows"
     return f"unknown JSONL: the first line has keys {keys}"
-
-
-def describe_document(document: Any) -> str:
-    """A whole JSON document that is not an `opencode export` (the one JSON-document format read): what it looks
-    like, when that is known."""
-    from machine_lsp.core.transcripts import (
-        SUPPORTED,
-        describe_first,
-    )  # the registry, which imports this module
-
-    looks = "a JSON document, but not an OpenCode session export"
-    if isinstance(document, dict) and not describe_first(document).startswith("unknown"):
-        looks = f"a JSON document that {describe_first(document)}, not an OpenCode session export"
-    return f'{looks} (`opencode export <id>`: {{"info": ..., "messages": [...]}}); supported: {SUPPORTED}'

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from machine_lsp.engines import render
 from machine_lsp.engines.base import EngineError
 
 if TYPE_CHECKING:  # pragma: no cover
     from machine_lsp.core.schema import Message
-    from machine_lsp.engines.local.local import LocalEngine
+
+
+class SamplingEngine(Protocol):
+    """What the sampler uses of `LocalEngine` (declared here so this module does not import it)."""
+
+    sample_batch_size: int  # prompts decoded together
 
 
 @dataclass(eq=False)
 class LocalSampler:
     """`Sampler` implementation: batched greedy decoding (transformers `generate`), left padding, KV cache."""
 
-    engine: LocalEngine
+    engine: SamplingEngine
     tokenizer: Any
     renderer: Any
     model: Any

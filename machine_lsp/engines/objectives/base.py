@@ -56,7 +56,8 @@ class ObjectiveSpec(msgspec.Struct, frozen=True, kw_only=True):
 
     data: rows (chat rows, one datum each), pairs (chosen then rejected datum, interleaved as the cookbook's DPO
     batches are) or examples (KTO: n labelled examples then n mismatched ones for the KL reference point).
-    builtin: the engines' native loss for this objective (SFT's cross-entropy); None: `loss` on log-probs.
+    builtin: the engines' native loss for this objective (SFT's cross-entropy); None: `loss` on log-probs (the
+    engines compute the reference's log-probs for every such loss: a LossFn takes them).
     loss: "module:function" of the loss (a LossFn), imported when a step runs: torch stays out of the config, the
     CLI and the language server, which name objectives through this registry.
     """
@@ -64,7 +65,6 @@ class ObjectiveSpec(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     summary: str
     data: DataShape
-    needs_reference: bool
     loss: str | None = None
     builtin: str | None = None
 

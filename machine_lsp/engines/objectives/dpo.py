@@ -20,6 +20,5 @@ SPEC = ObjectiveSpec(
     name="dpo",
     summary="direct preference optimization on (chosen, rejected) pairs: rewrites and good/bad tags of a prompt",
     data="pairs",
-    needs_reference=True,
     loss="machine_lsp.engines.objectives.dpo_loss:dpo_loss",
 )

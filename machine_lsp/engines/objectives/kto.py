@@ -16,7 +16,6 @@ SPEC = ObjectiveSpec(
     name="kto",
     summary="Kahneman-Tversky optimization on every good and bad tag, no pairs needed",
     data="examples",
-    needs_reference=True,
     loss="machine_lsp.engines.objectives.kto_loss:kto_loss",
 )
 

@@ -8,6 +8,5 @@ SPEC = ObjectiveSpec(
     name="sft",
     summary="supervised fine-tuning on good rows (rewrites applied)",
     data="rows",
-    needs_reference=False,
     builtin="cross_entropy",
 )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from machine_lsp.engines.base import EngineError
 from machine_lsp.engines.objectives import Objective, spec_for
+from machine_lsp.engines.tinker.tinker_service import wait_future
 
 if TYPE_CHECKING:  # pragma: no cover
     import tinker
@@ -89,8 +90,6 @@ class TinkerScorer:
         self.engine, self.policy, self.reference = engine, policy, reference
 
     def completion_logprobs(self, batch: Sequence[tinker.Datum]) -> list[tuple[float, float]]:
-        from machine_lsp.engines.tinker.tinker_engine import wait_future
-
         engine = self.engine
         futures = [  # every request submitted before the first wait
             [client.compute_logprobs(full_sequence(d)) for client in (self.policy, self.reference)]

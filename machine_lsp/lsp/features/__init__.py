@@ -18,7 +18,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 
 #: The `workDoneToken` of the `workspace/executeCommand` request being handled (pygls does not pass it on).
@@ -53,7 +53,7 @@ class JobUnavailable(Exception):
 class LanguageFeature:
     """Base of every feature: holds the server; overrides only the hooks it needs."""
 
-    def __init__(self, server: MachineLanguageServer) -> None:
+    def __init__(self, server: ServerBase) -> None:
         self.server = server
 
     def register(self) -> None:

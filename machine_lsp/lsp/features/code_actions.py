@@ -27,7 +27,7 @@ from machine_lsp.lsp.fix_all import FIX_ALL_KIND, fix_all_action, resolve_fix_al
 from machine_lsp.lsp.positions import to_client_character
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 TAG_KIND = "refactor.machine.tag"
 #: Quick fixes are computed for at most this many lines of a range (a select-all on a big file stays quick).
@@ -61,7 +61,7 @@ class StandingTags:
 
 
 class CodeActionsFeature(LanguageFeature):
-    def __init__(self, server: MachineLanguageServer, diagnostics: DiagnosticsFeature) -> None:
+    def __init__(self, server: ServerBase, diagnostics: DiagnosticsFeature) -> None:
         super().__init__(server)
         self.diagnostics = diagnostics  # its per-line results hold the findings' fixes
         self._standing = StandingTags()

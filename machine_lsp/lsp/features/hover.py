@@ -13,7 +13,7 @@ from machine_lsp.lsp.turn_worker import MAX_CHARS, MAX_MESSAGES, render_turn
 from machine_lsp.lsp.turns import TurnCache
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 __all__ = ["MAX_CHARS", "MAX_MESSAGES", "HoverFeature", "render_turn"]
 
@@ -29,7 +29,7 @@ def _tag_hint(uri: str, line: int) -> types.Hover:
 
 
 class HoverFeature(LanguageFeature):
-    def __init__(self, server: MachineLanguageServer, turns: TurnCache) -> None:
+    def __init__(self, server: ServerBase, turns: TurnCache) -> None:
         super().__init__(server)
         self.turns = turns
 

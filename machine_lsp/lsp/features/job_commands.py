@@ -25,14 +25,14 @@ from machine_lsp.lsp.features.jobs import Job, JobsFeature
 from machine_lsp.lsp.replies import CancelReply, JobDeclined, JobPlan, JobsListReply, JobSummary, RunEntry
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 CONTROL_KEYS = {"yes", "wait", "plan"}
 CANCEL_WAIT_S = 15
 
 
 class JobCommandsFeature(LanguageFeature):
-    def __init__(self, server: MachineLanguageServer, jobs: JobsFeature) -> None:
+    def __init__(self, server: ServerBase, jobs: JobsFeature) -> None:
         super().__init__(server)
         self.jobs = jobs
 

@@ -14,11 +14,11 @@ from machine_lsp.lsp.features.diagnostics import DiagnosticsFeature
 from machine_lsp.lsp.replies import DocumentTiming, InfoReply, ServerSettingsInfo
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 
 class ServerInfoFeature(LanguageFeature):
-    def __init__(self, server: MachineLanguageServer, diagnostics: DiagnosticsFeature) -> None:
+    def __init__(self, server: ServerBase, diagnostics: DiagnosticsFeature) -> None:
         super().__init__(server)
         self.diagnostics = diagnostics
 

@@ -42,7 +42,7 @@ from machine_lsp.lsp.features.jobs import Job, JobsFeature
 from machine_lsp.lsp.replies import ServeReply, TinkerServerReply, UseReply, to_wire
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 # The job verbs these commands run: their lines in the verb registry (core/verb_registry.py).
 SERVE_VERB = lsp_job("machine.serve.start")
@@ -87,7 +87,7 @@ class _Served:
 
 
 class ServingFeature(LanguageFeature):
-    def __init__(self, server: MachineLanguageServer, jobs: JobsFeature) -> None:
+    def __init__(self, server: ServerBase, jobs: JobsFeature) -> None:
         super().__init__(server)
         self.jobs = jobs
         self.current: _Served | None = None

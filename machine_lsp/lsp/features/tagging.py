@@ -21,11 +21,11 @@ from machine_lsp.lsp.turn_finder import TurnFinder
 from machine_lsp.lsp.turns import TurnCache
 
 if TYPE_CHECKING:
-    from machine_lsp.lsp.server import MachineLanguageServer
+    from machine_lsp.lsp.server_base import ServerBase
 
 
 class TaggingFeature(LanguageFeature):
-    def __init__(self, server: MachineLanguageServer, turns: TurnCache) -> None:
+    def __init__(self, server: ServerBase, turns: TurnCache) -> None:
         super().__init__(server)
         self.finder = TurnFinder(server, turns)
 
