@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import grimp
 
-# Circles known and not yet broken, each with why. Remove a line when its circle is gone (the test says so).
-KNOWN = {
-    # local.py runs local_objectives' step; local_objectives takes fast_head and length_groups back from local.py.
-    # The fix (both into a module below them) edits local_objectives.py, which the preference work was changing.
-    frozenset({"machine_lsp.engines.local.local", "machine_lsp.engines.local.local_objectives"}),
-}
+# Circles known and not yet broken, each with why (a frozenset of module names per circle). Remove a line when its
+# circle is gone (the test says so).
+KNOWN: set[frozenset[str]] = set()  # none left
 
 
 def _circles(imports: dict[str, set[str]]) -> list[frozenset[str]]:

@@ -26,7 +26,7 @@ from machine_lsp.engines.base import (
     parse_local_address,
     resolve_local_checkpoint,
 )
-from machine_lsp.engines.local.local import length_groups
+from machine_lsp.engines.local.local_batching import length_groups
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -49,7 +49,7 @@ def padded_logprobs(trainer: Any, rows: Rows) -> tuple[list[torch.Tensor], list[
     """token_logprobs for attention implementations without 4D masks: rows right-padded into length groups."""
     import torch
 
-    from machine_lsp.engines.local.local import fast_head, length_groups
+    from machine_lsp.engines.local.local_batching import fast_head, length_groups
 
     engine, lm = trainer.engine, trainer._lm
     pad_id = int(trainer.tokenizer.pad_token_id if trainer.tokenizer.pad_token_id is not None else 0)

@@ -118,7 +118,7 @@ def packed_logprobs(owner: Any, rows: Rows, graded: int) -> tuple[list[Any], lis
     mode, rows[graded:] are the no-gradient tail. Only trained positions go through the output head."""
     import torch
 
-    from machine_lsp.engines.local.local import fast_head
+    from machine_lsp.engines.local.local_batching import fast_head
 
     lm = owner._lm
     if fast_head(lm):
