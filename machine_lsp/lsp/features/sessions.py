@@ -14,7 +14,7 @@ from lsprotocol import types
 
 from machine_lsp.core.agent_names import harness_name
 from machine_lsp.core.sessions import HARNESSES, Homes, find_session, find_sessions, project_root
-from machine_lsp.core.transcripts import TranscriptError
+from machine_lsp.core.transcripts import TranscriptError, load_session
 from machine_lsp.lsp.features import CommandError, CommandMethod, LanguageFeature
 from machine_lsp.lsp.replies import SessionsReply, SessionTurnsReply
 from machine_lsp.lsp.session_replies import session_entries, session_turns_reply
@@ -50,7 +50,7 @@ class SessionsFeature(LanguageFeature):
         start = self.server.project_start(args.get("uri"))
         try:
             session = await _in_thread(find_session, spec, start)
-            turns = await _in_thread(session.load)
+            turns = await _in_thread(load_session, session)
         except TranscriptError as exc:
             raise CommandError(message=str(exc)) from None
         store = Store.open(start)
