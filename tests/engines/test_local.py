@@ -210,6 +210,40 @@ def test_batched_sampling_equals_one_at_a_time(trained_run: TrainedRun) -> None:
 
 
 @pytest.mark.slow
+def test_prompts_in_one_long_system_prompt_share_its_prefill_and_answer_as_alone(
+    trained_run: TrainedRun,
+) -> None:
+    from machine_lsp.engines import render
+    from machine_lsp.engines.local import local_sampler
+
+    sampler = trained_run.trainer.sampler()
+    system = Message(role="system", content="You are a careful assistant inside a coding agent. " * 20)
+    questions = ["What is 3 plus 4?", "What is 12 plus 30?", "Name a colour.", "What is 40 plus 2?"]
+    prompts = [[system, Message(role="user", content=q)] for q in questions]
+    prompts.append([Message(role="user", content="What is 9 plus 9?")])  # bare: batched on its own
+    tokens = [render.prompt_tokens(p, sampler.renderer) for p in prompts]
+    batches = local_sampler.batches(tokens, 32)
+    shared = [(sorted(chunk), prefix) for chunk, prefix in batches if prefix]
+    assert len(shared) == 1 and shared[0][0] == [0, 1, 2, 3] and shared[0][1] > 200, batches
+    together = sampler.sample(prompts, 16)
+    alone = [sampler.sample([p], 16)[0] for p in prompts]
+    assert together == alone
+
+
+def test_batches_group_prompts_by_shared_prefix_and_the_rest_by_length() -> None:
+    from machine_lsp.engines.local.local_sampler import MIN_SHARED_PREFIX, batches
+
+    system = list(range(1000, 1010 + MIN_SHARED_PREFIX))
+    prompts = [[1, 2, 3], system + [7, 8], [4] * 10, system + [5], system, [9]]
+    out = batches(prompts, 32)
+    # the prompt that is only the prefix keeps one token of its own: the shared part is one shorter
+    assert out[0] == ([4, 3, 1], len(system) - 1)
+    assert out[1:] == [([5, 0, 2], 0)]  # the rest by length, then position, as without sharing
+    assert [len(chunk) for chunk, _ in batches(prompts, 2)] == [2, 2, 2]  # a size bound for shared groups too
+    assert batches([[1], [2]], 32) == [([0, 1], 0)]
+
+
+@pytest.mark.slow
 def test_base_sampler_disables_the_adapter(trained_run: TrainedRun) -> None:
     prompts = trained_run.prompts[:2]
     base = trained_run.trainer.base_sampler().sample(prompts, 12)

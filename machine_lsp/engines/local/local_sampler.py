@@ -56,7 +56,6 @@ class LocalSampler:
         if any(not p for p in prompts):
             raise EngineError("cannot sample from an empty prompt")
         results: list[list[int]] = [[] for _ in prompts]
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         size = self.engine.sample_batch_size
         was_training = self.model.training
         self.model.eval()
@@ -67,10 +66,9 @@ class LocalSampler:
         )
         try:
             with torch.inference_mode(), disable:
-                for start in range(0, len(order), size):
-                    chunk = order[start : start + size]
+                for chunk, shared in batches(prompts, size):
                     for i, tokens in zip(
-                        chunk, self._greedy([prompts[i] for i in chunk], max_tokens), strict=True
+                        chunk, self._greedy([prompts[i] for i in chunk], max_tokens, shared), strict=True
                     ):
                         results[i] = tokens
         finally:
@@ -78,22 +76,34 @@ class LocalSampler:
                 self.model.train()
         return results
 
-    def _greedy(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list[list[int]]:
-        """One left-padded batch through transformers' own `generate` (greedy, KV cache). A hand-written decoder
-        that dropped finished rows from the batch measured no better (bench/eval_batched.py, docs/BENCHMARKS.md)."""
+    def _greedy(self, prompts: Sequence[Sequence[int]], max_tokens: int, shared: int = 0) -> list[list[int]]:
+        """One batch through transformers' own `generate` (greedy, KV cache). A hand-written decoder that dropped
+        finished rows from the batch measured no better (bench/eval_batched.py, docs/BENCHMARKS.md).
+
+        The first `shared` tokens, the same in every prompt (an agent's system prompt and tools), are prefilled
+        once and their cache repeated for the batch; each prompt's rest is left-padded after them. Positions come
+        from the attention mask, so each prompt sees the positions it would see alone."""
         import torch
 
         lm = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
         n = len(prompts)
-        width = max(len(p) for p in prompts)
+        cache = None
+        if shared:
+            prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long)
+            cache = lm(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+            cache.batch_repeat_interleave(n)
+        width = shared + max(len(p) - shared for p in prompts)
         ids = torch.full((n, width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((n, width), dtype=torch.long)
         for j, p in enumerate(prompts):
-            ids[j, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
-            mask[j, width - len(p) :] = 1
+            ids[j, :shared] = torch.tensor(list(p[:shared]), dtype=torch.long)
+            mask[j, :shared] = 1
+            ids[j, width - len(p) + shared :] = torch.tensor(list(p[shared:]), dtype=torch.long)
+            mask[j, width - len(p) + shared :] = 1
         generated = lm.generate(
             input_ids=ids,
             attention_mask=mask,
+            past_key_values=cache,
             max_new_tokens=max_tokens,
             do_sample=False,
             eos_token_id=sorted(self.stop_ids),
@@ -108,3 +118,45 @@ class LocalSampler:
                 tokens.append(token)
             results.append(tokens)
         return results
+
+
+# A prefix shorter than this is not worth a separate prefill (the default system prompt of a bare question).
+MIN_SHARED_PREFIX = 64
+
+
+def batches(prompts: Sequence[Sequence[int]], size: int) -> list[tuple[list[int], int]]:
+    """Prompts in batches of at most `size`, each with the length of the prefix all its prompts share (0: none).
+
+    Prompts that share a long prefix (turns of one agent session, probes asked inside one system prompt) go
+    together, found by sorting the token lists; the rest are batched by similar length, which keeps padding low."""
+    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    out: list[tuple[list[int], int]] = []
+    alone: list[int] = []
+    run: list[int] = []
+    shared = 0
+    for i in [*order, -1]:
+        common = _common_prefix(prompts[run[0]], prompts[i], shared) if run and i >= 0 else 0
+        # every prompt keeps at least one token of its own after the shared part
+        common = min(common, len(prompts[i]) - 1) if i >= 0 else 0
+        if run and (common >= MIN_SHARED_PREFIX and len(run) < size):
+            run.append(i)
+            shared = common
+            continue
+        if len(run) > 1:
+            out.append((run, shared))
+        else:
+            alone.extend(run)
+        run, shared = ([i], len(prompts[i]) - 1) if i >= 0 else ([], 0)
+    alone.sort(key=lambda i: (len(prompts[i]), i))  # as before sharing: by length, then by position
+    out.extend((alone[start : start + size], 0) for start in range(0, len(alone), size))
+    return out
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
+    """The length of the common prefix of `a` and `b`, at most `limit`."""
+    n = 0
+    for x, y in zip(a[:limit], b[:limit], strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
