@@ -157,7 +157,8 @@ def test_pi_answers_in_the_taught_style_after_retrain_with_the_server_up(
     _replay_in_pis_context(server)
     assert _tag_every_served_turn(project, server) == len(PI_QUESTIONS) + len(REPLAYED)
 
-    done = machine(project, "retrain", "--yes", timeout=3600, HOME=str(pi.home))
+    # The retrain is the one busy process while it runs (the server idles, Pi waits): both cores for it.
+    done = machine(project, "retrain", "--yes", timeout=3600, HOME=str(pi.home), MACHINE_TORCH_THREADS="2")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     promoted = promotions.read_log(project / ".machine").current()
     assert promoted is not None, done.stdout[-3000:]
@@ -203,6 +204,7 @@ def test_the_gate_refuses_a_run_that_answers_everything_in_the_format(
         *("train", "run", "--yes", "--data", "bad.jsonl", "--steps", "6"),
         *("--lr", "2e-3", "--batch-size", "4", "--save-every", "0"),
         timeout=3600,
+        MACHINE_TORCH_THREADS="2",
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     manifests = [
