@@ -79,6 +79,7 @@ bench: serve-backend
 	$(PY) bench/validate.py
 	$(PY) bench/lsp_latency.py
 	$(PY) bench/eval_batched.py
+	$(PY) bench/shared_prefix.py --rounds 1 --threads 2
 	$(PY) bench/train_throughput.py
 	$(PY) bench/capture.py
 	$(PY) bench/serve.py
