@@ -26,6 +26,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from machine_lsp.cli.main import main
 from machine_lsp.core.transcripts import load_turns, turn_at
+from machine_lsp.core.transcripts.gemini_cli import GeminiCliAdapter
+from machine_lsp.core.transcripts.session_files import Homes
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lsp"))
 
@@ -44,9 +46,12 @@ def gemini_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSe
         assert "Scripted reply" in first.stdout, first.stdout[-1000:]
         second = run.run(TOOL_PROMPT, resume=True)
         assert FINAL_ANSWER in second.stdout, second.stdout[-1000:]
-        logs = run.logs()
-        assert len(logs) == 1, f"gemini-cli wrote {len(logs)} logs for one resumed session: {logs}"
-        yield AgentSession(run, served, logs[0])
+        # A resume in a later minute than the start makes Gemini CLI write a second, stub file (header and context
+        # only) while the conversation goes on in the first: the session finder keeps one per id, the fuller file.
+        sessions = list(GeminiCliAdapter().find_sessions(Homes(env=run.env()), run.project))
+        assert len(sessions) == 1, f"gemini-cli's logs {run.logs()} read as {len(sessions)} sessions"
+        assert sessions[0].path in run.logs()
+        yield AgentSession(run, served, sessions[0].path)
 
 
 def _sent(endpoint: ModelEndpoint) -> dict:
@@ -113,6 +118,24 @@ def test_sessions_lists_it_and_good_from_last_tags_it(
     assert main(["good", "--from", "last", "--trace"]) == 0, capsys.readouterr().err
     record = json.loads((tmp_path / ".machine" / "tagged.jsonl").read_text())
     assert record["source"]["harness"] == "gemini-cli" and record["messages"][-1]["content"] == FINAL_ANSWER
+
+
+def test_a_resume_in_a_later_minute_is_one_session_read_from_the_fuller_file(tmp_path: Path) -> None:
+    # What gemini-cli 0.61.0 wrote in CI when a resume crossed a minute: the conversation went on in the first
+    # file, and a second file named for the new minute got only a header and the context message.
+    lines = (FIXTURES / "gemini-cli-0.61.0-echo-hi.jsonl").read_text().splitlines()
+    chats = tmp_path / "home" / ".gemini" / "tmp" / "project" / "chats"
+    chats.mkdir(parents=True)
+    (chats.parent / ".project_root").write_text(str(tmp_path / "project"))
+    header = json.loads(lines[0])
+    full = chats / f"session-2026-12-04T09-58-{header['sessionId'][:8]}.jsonl"
+    full.write_text("\n".join(lines) + "\n")
+    stub = chats / f"session-2026-12-04T09-59-{header['sessionId'][:8]}.jsonl"
+    stub.write_text("\n".join(lines[:2]) + "\n")
+    home = Homes(env={"HOME": str(tmp_path / "home")})
+    sessions = list(GeminiCliAdapter().find_sessions(home, tmp_path / "project"))
+    assert [(s.id, s.path) for s in sessions] == [(header["sessionId"], full)]
+    assert len(load_turns(sessions[0].path)) == 2
 
 
 def test_a_rewind_drops_what_came_after(tmp_path: Path) -> None:

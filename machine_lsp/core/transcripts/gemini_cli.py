@@ -95,6 +95,7 @@ class GeminiCliAdapter(LineSniffer):
         `tmp/<name>/.project_root` holds the path) or under the sha256 of the path (the header's `projectHash`)."""
         project_hash = hashlib.sha256(str(project).encode()).hexdigest()
         home = self.sessions_home(homes)
+        kept: dict[str, tuple[int, Session]] = {}
         for path in [
             *glob_files(home, "*/chats/session-*.jsonl"),
             *glob_files(home, "*/chats/session-*.json"),
@@ -106,7 +107,15 @@ class GeminiCliAdapter(LineSniffer):
                 cwd = (path.parent.parent / ".project_root").read_text(encoding="utf-8").strip()
             except (OSError, UnicodeDecodeError):
                 cwd = str(project) if header.get("projectHash") == project_hash else ""
-            yield file_session(self.name, path, header["sessionId"], cwd)
+            session = file_session(self.name, path, header["sessionId"], cwd)
+            # A resume in a later minute than the session began makes Gemini CLI start a second file (its name
+            # carries the minute) holding only a header and the context, while the conversation goes on in the
+            # first: one session per id, the file with the most in it.
+            size = _size(path)
+            if session.id not in kept or size > kept[session.id][0]:
+                kept[session.id] = (size, session)
+        for _size_kept, session in kept.values():
+            yield session
 
     def answer_line(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """A model message record (--trace offered: it keeps the injected context)."""
@@ -313,3 +322,10 @@ class _Builder:
         )
         self.result.append(turn)
         self.span_start = line + 1
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
