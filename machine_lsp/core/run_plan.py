@@ -6,6 +6,12 @@ The rule (grounded in `bench/run_floor.py`, see docs/TRAINING.md): a run needs a
 and `MIN_TRAINED_TOKENS` trained (loss-bearing) tokens to move the embedded model. With epochs left unset, a small
 set is repeated (epochs grow, up to `MAX_EPOCHS`) until both floors are met; a large set trains one epoch. Epochs
 or a step cap set by hand are obeyed, and a run that then falls under a floor gets a warning naming it.
+
+A scoped run (the store's tags plus anchor rows, `core.anchors`) is sized differently, because its risk is the
+style bleeding into other answers and bleed grows with optimizer steps, not with rows (`bench/scoped_sweep.py`: at
+constant batch 8, 24 tags took 8 steps and bled into 25% of the probes, 80 tags 11 steps and 58%). It trains
+`MIN_STEPS` steps (cycling a partial epoch rather than rounding up to whole epochs), and once its rows fill more
+than `MIN_STEPS` batches the batch grows (up to `MAX_SCOPED_BATCH`) so those steps still see every row once.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from machine_lsp.core.schema import Message, text_of
 MIN_STEPS = 6
 MIN_TRAINED_TOKENS = 200  # ~ 6 steps over 10 short answers ("answer: 42"): a set of tiny answers repeats more
 MAX_EPOCHS = 32  # a handful of rows is repeated at most this often
+MAX_SCOPED_BATCH = (
+    128  # past MIN_STEPS x this many rows a scoped run takes more steps rather than a bigger batch
+)
 LOCAL_TOKENS_PER_SECOND = 60.0  # local engine, 1 thread, LoRA r16 (FACTS: ~197 tokens in 3.1-3.4 s per step)
 LOCAL_LOAD_SECONDS = 10.0  # loading the converted SmolLM2 and building the trainer
 CHARS_PER_TOKEN = 4  # English chat text; the language server estimates without a tokenizer
@@ -48,6 +57,7 @@ class RunSize(msgspec.Struct, kw_only=True):
     trained_tokens: int  # over the whole run (estimated where no tokenizer ran)
     tokens: int  # every token fed to the model over the run
     auto: bool  # epochs were chosen by the rule, not set by hand
+    grown_from: int | None = None  # the configured batch size, when a scoped run grew it
     anchors: int = 0  # of `rows`, the base model's answers added to scope the run (core.anchors)
     warning: str | None = None  # the run falls under a floor
 
@@ -64,22 +74,33 @@ def size_run(
     steps: int | None = None,
     trained_tokens_per_epoch: int = 0,
     tokens_per_epoch: int = 0,
+    scoped: bool = False,
 ) -> RunSize:
     """Epochs and steps for `rows` rows in batches of `batch_size`.
 
     `epochs`/`steps` are the hand-set values (None: let the rule choose); `steps` caps the run and, when it asks
-    for more than `epochs` give, further epochs are cycled (as `scaffold.support.schedule` does)."""
+    for more than `epochs` give, further epochs are cycled (as `scaffold.support.schedule` does). `scoped`: the
+    rows include anchors, and an auto-sized run keeps to the step floor (the module's docstring says why)."""
     if rows <= 0:
         return RunSize(
             rows=0, batch_size=batch_size, epochs=0, steps=0, trained_tokens=0, tokens=0, auto=False
         )
-    per_epoch = math.ceil(rows / batch_size)
     auto = epochs is None and steps is None
+    configured = batch_size
+    if auto and scoped:
+        batch_size = max(batch_size, min(MAX_SCOPED_BATCH, math.ceil(rows / MIN_STEPS)))
+    per_epoch = math.ceil(rows / batch_size)
     if steps is not None:
         chosen_epochs = max(epochs or 1, math.ceil(steps / per_epoch))
         total = steps
     elif epochs is not None:
         chosen_epochs, total = epochs, epochs * per_epoch
+    elif scoped:
+        total = min(
+            MAX_EPOCHS * per_epoch,
+            max(MIN_STEPS, per_epoch, _steps_for_tokens(trained_tokens_per_epoch, per_epoch)),
+        )
+        chosen_epochs = math.ceil(total / per_epoch)
     else:
         by_steps = math.ceil(MIN_STEPS / per_epoch)
         by_tokens = (
@@ -97,9 +118,17 @@ def size_run(
         trained_tokens=trained,
         tokens=round(tokens_per_epoch * fraction),
         auto=auto,
+        grown_from=configured if batch_size != configured else None,
     )
     size.warning = too_short(size, known_tokens=trained_tokens_per_epoch > 0)
     return size
+
+
+def _steps_for_tokens(trained_tokens_per_epoch: int, per_epoch: int) -> int:
+    """Steps that reach the trained-token floor at this epoch's tokens per step (1 when they are unknown)."""
+    if not trained_tokens_per_epoch:
+        return 1
+    return math.ceil(MIN_TRAINED_TOKENS * per_epoch / trained_tokens_per_epoch)
 
 
 def too_short(size: RunSize, *, known_tokens: bool = True) -> str | None:
@@ -134,8 +163,8 @@ def describe_size(size: RunSize, engine: str) -> str:
         else f"{size.rows} rows ({size.rows - size.anchors} + {size.anchors} anchors)"
     )
     text = (
-        f"{rows} x {size.epochs} epoch{'s' * (size.epochs != 1)} = {size.steps} "
-        f"step{'s' * (size.steps != 1)} of batch {min(size.batch_size, size.rows)} ({how}), "
+        f"{rows} x {_epochs(size)} = {size.steps} "
+        f"step{'s' * (size.steps != 1)} of batch {min(size.batch_size, size.rows)} ({_grown(size)}{how}), "
         f"~{size.trained_tokens:,} trained of ~{size.tokens:,} tokens"
     )
     seconds = estimated_seconds(size, engine)
@@ -144,6 +173,23 @@ def describe_size(size: RunSize, engine: str) -> str:
     if size.warning:
         text += f"; warning: {size.warning}"
     return text
+
+
+def _epochs(size: RunSize) -> str:
+    """ "4 epochs", or "1.5 epochs" when the steps end inside an epoch."""
+    if (
+        not size.batches_per_epoch
+        or size.steps % size.batches_per_epoch == 0
+        or size.steps < size.batches_per_epoch
+    ):
+        return f"{size.epochs} epoch{'s' * (size.epochs != 1)}"
+    return f"{size.steps / size.batches_per_epoch:.1f} epochs"
+
+
+def _grown(size: RunSize) -> str:
+    if size.grown_from is None:
+        return ""
+    return f"grown from {size.grown_from}: a scoped run keeps near {MIN_STEPS} steps; "
 
 
 def _duration(seconds: float) -> str:

@@ -85,7 +85,8 @@ class RunManifest(msgspec.Struct):
         None  # the eval gate's verdict on the final checkpoint (core.gate.GateResult)
     )
     # the loss and how its data was built: name, beta (dpo, kto), KTO's weights, counts (pairs from rewrites and
-    # from good/bad tags, ties skipped, desirable/undesirable examples); None for runs before objectives
+    # from good/bad tags, ties skipped, desirable/undesirable examples), sft's loss_weighting (token or row);
+    # None for runs before objectives
     objective: dict[str, Any] | None = None
     # the anchor rows a scoped SFT run added (jobs.anchor_jobs): scope, ratio, counts by source, their snapshot
     anchors: dict[str, Any] | None = None

@@ -8,6 +8,7 @@ next message's header).
 
 Weights: `conversation_to_datum`'s default `reduction="mean"` (each datum's weights sum to 1, the cookbook's SFT
 default); `reduction="none"` keeps 0/1 weights. The local engine's loss is sum(w * nll) / sum(w) over a batch.
+`token_weighted` turns 0/1 datums into a token mean at the cookbook's scale (a scoped run trains that way).
 """
 
 from __future__ import annotations
@@ -322,3 +323,23 @@ def count_tokens(datums: Iterable[tinker.Datum]) -> TokenCounts:
         total += counts.tokens
         trained += counts.trained
     return TokenCounts(tokens=total, trained=trained)
+
+
+def token_weighted(datums: Sequence[tinker.Datum]) -> list[tinker.Datum]:
+    """0/1-weighted datums (reduction "none") reweighted so every trained token of the set weighs the same and the
+    weights sum to the number of datums, as the per-row mean's do. Why: with the per-row mean each token of a
+    5-token tag weighs 1/5 and each of a 64-token anchor 1/64, so the anchors barely hold the model's other answers
+    (bench/scoped_sweep.py). The local loss is scale-free; Tinker's summed cross-entropy keeps the cookbook's scale.
+    """
+    import tinker
+
+    trained = count_tokens(datums).trained
+    if not trained:
+        return list(datums)
+    scale = len(datums) / trained
+    out = []
+    for datum in datums:
+        weights = datum.loss_fn_inputs["weights"].to_torch() * scale
+        inputs = {**datum.loss_fn_inputs, "weights": tinker.TensorData.from_torch(weights)}
+        out.append(tinker.Datum(model_input=datum.model_input, loss_fn_inputs=inputs))
+    return out

@@ -102,11 +102,20 @@ class KtoStepData(StepData):
 _PREFERENCE_RENDER: dict[str, Any] = {"train_on": COMPLETION_ONLY, "reduction": "none"}
 
 
-def sft_step_data(cfg: TrainSection, renderer: Any, labelled: list[tuple[str, TrainingRow]]) -> StepData:
+def sft_step_data(
+    cfg: TrainSection, renderer: Any, labelled: list[tuple[str, TrainingRow]], *, by_token: bool = False
+) -> StepData:
+    """One datum per row; `by_token`: every trained token weighs the same (`render.token_weighted`), not every
+    row (each row's mean, the cookbook's default)."""
+    from machine_lsp.engines import render
+
     data = StepData(cfg, renderer, [_prompt_of(row.messages) for _, row in labelled])
+    reduction = "none" if by_token else "mean"
     for where, row in labelled:
-        options = {"train_on": cfg.train_on, "tools": row.extra.get("tools")}
+        options = {"train_on": cfg.train_on, "tools": row.extra.get("tools"), "reduction": reduction}
         data.units.append([data.render(row.messages, where, **options)])
+    if by_token:
+        data.units = [[datum] for datum in render.token_weighted([unit[0] for unit in data.units])]
     return data
 
 
@@ -212,10 +221,17 @@ def load_rows(ctx: JobContext, cfg: TrainSection) -> LoadedRows:
     return LoadedRows(rows, snapshot, counts)
 
 
-def step_data(ctx: JobContext, cfg: TrainSection, loaded: LoadedRows, renderer: Any) -> StepData:
-    """The run's rendered StepData; a preference objective's settings and counts go to the manifest."""
+def step_data(
+    ctx: JobContext, cfg: TrainSection, loaded: LoadedRows, renderer: Any, *, scoped: bool = False
+) -> StepData:
+    """The run's rendered StepData (`scoped`: anchors were added); a preference objective's settings and counts
+    go to the manifest."""
     if cfg.objective == "sft":
-        return sft_step_data(cfg, renderer, loaded.rows)
+        by_token = cfg.loss_weighting == "token" or (cfg.loss_weighting == "auto" and scoped)
+        weighting = "token" if by_token else "row"
+        ctx.update(objective={"name": "sft", "loss_weighting": weighting})
+        ctx.log(f"loss: every trained {weighting} weighs the same ([train] loss_weighting)")
+        return sft_step_data(cfg, renderer, loaded.rows, by_token=by_token)
     counts = loaded.counts or PairCounts(source=loaded.snapshot.source)
     data: StepData
     if cfg.objective == "dpo":

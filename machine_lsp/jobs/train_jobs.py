@@ -123,8 +123,9 @@ def _train(
         with clock.phase("anchors (base model answers)"):
             rows = add_anchors(ctx, config, (engine, trainer, model), loaded.rows, answers)
         loaded = msgspec.structs.replace(loaded, rows=rows)
-    data = step_data(ctx, cfg, loaded, renderer)
-    size = run_size(ctx, data, cfg, smoke, anchors=len(loaded.rows) - tagged)
+    anchors = len(loaded.rows) - tagged
+    data = step_data(ctx, cfg, loaded, renderer, scoped=anchors > 0)
+    size = run_size(ctx, data, cfg, smoke, anchors=anchors)
     plan = schedule(data.count, cfg, size)
     if start_step >= len(plan):
         raise JobError(f"{args.resume} is already at step {start_step} of {len(plan)}: nothing left to train")

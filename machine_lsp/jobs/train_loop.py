@@ -56,7 +56,8 @@ def write_loss_png(ctx: JobContext, history: list[StepRecord]) -> str | None:
 
 def run_size(ctx: JobContext, data: StepData, cfg: TrainSection, smoke: bool, anchors: int = 0) -> RunSize:
     """The run's epochs and steps from the units' real token counts (core.run_plan), logged with its warning."""
-    size = datum_size([datum for unit in data.units for datum in unit], cfg, units=data.count)
+    datums = [datum for unit in data.units for datum in unit]
+    size = datum_size(datums, cfg, units=data.count, scoped=anchors > 0)
     size.anchors = anchors
     if not smoke:
         ctx.log(f"plan: {describe_size(size, cfg.engine)}", "warning" if size.warning else "info")

@@ -93,6 +93,9 @@ class TrainSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Scoped training (core.anchors): a store SFT run adds the base model's own answers to other prompts
     scope: Literal["auto", "off"] = "auto"
     anchor_ratio: float = DEFAULT_ANCHOR_RATIO  # anchors per tagged row (at most the pool's size)
+    # sft: what weighs the same in the loss; "auto": every trained token when the run is scoped (engines.render
+    # .token_weighted: short tags must not outweigh long anchors), every row otherwise (the cookbook's mean)
+    loss_weighting: Literal["auto", "row", "token"] = "auto"
 
     def __post_init__(self) -> None:
         checks = [
@@ -290,6 +293,7 @@ _COMMENTS = {
     "kto_undesirable_weight": "kto: weight of bad examples' loss",
     "scope": "auto: a store SFT run adds anchors (the base model's answers to other prompts) | off",
     "anchor_ratio": "anchors per tagged row (built-in prompts + the project's untagged agent turns)",
+    "loss_weighting": "sft: auto (token when scoped, else row) | row (each row's mean, the cookbook's) | token",
     "format_pattern": "the trained answer format (format-compliance rate)",
     "bleed_pattern": "a probe answer matching this leaks the format; unset = the format's literal prefix",
     "probe_questions": "extra off-distribution probe questions (one per line, or JSONL)",

@@ -44,9 +44,15 @@ BUILTIN_PROBE_QUESTIONS = 12  # rough size of the built-in bleed probe, for the 
 
 
 def run_size(
-    n_rows: int, cfg: TrainSection, *, trained_tokens_per_epoch: int = 0, tokens_per_epoch: int = 0
+    n_rows: int,
+    cfg: TrainSection,
+    *,
+    trained_tokens_per_epoch: int = 0,
+    tokens_per_epoch: int = 0,
+    scoped: bool = False,
 ) -> RunSize:
-    """Epochs and steps of a run on `n_rows` rows under machine.toml's `[train]` (the one rule: core.run_plan)."""
+    """Epochs and steps of a run on `n_rows` rows under machine.toml's `[train]` (the one rule: core.run_plan);
+    `scoped`: the rows include anchors."""
     return size_run(
         n_rows,
         cfg.batch_size,
@@ -54,6 +60,7 @@ def run_size(
         steps=cfg.steps,
         trained_tokens_per_epoch=trained_tokens_per_epoch,
         tokens_per_epoch=tokens_per_epoch,
+        scoped=scoped,
     )
 
 
@@ -130,7 +137,9 @@ def _estimate_stage(verb: str, project: Path, train: Any) -> RunEstimate | None:
         anchors = anchor_count(rows, train.anchor_ratio)  # the job adds these (jobs.anchor_jobs)
         per_pass += anchors * ANCHOR_TOKENS
         trained += anchors * ANCHOR_TRAINED_TOKENS
-    size = run_size(rows + anchors, train, trained_tokens_per_epoch=trained, tokens_per_epoch=per_pass)
+    size = run_size(
+        rows + anchors, train, trained_tokens_per_epoch=trained, tokens_per_epoch=per_pass, scoped=anchors > 0
+    )
     size.anchors = anchors
     return RunEstimate(
         verb=verb,

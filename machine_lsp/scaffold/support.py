@@ -25,8 +25,9 @@ class DataError(ValueError):
 
 
 def schedule(n_rows: int, cfg: TrainSection, size: RunSize | None = None) -> list[list[int]]:
-    """Row indices of every step's batch: each epoch shuffles with `seed + epoch` and is cut into `batch_size`
-    chunks; `size` (default: `run_size` without token counts) says how many epochs and steps. A pure function of
+    """Row indices of every step's batch: each epoch shuffles with `seed + epoch` and is cut into the size's batch
+    (`batch_size`, or grown for a scoped run); `size` (default: `run_size` without token counts) says how many
+    epochs and steps. A pure function of
     the config and the rows, so a resumed run continues with exactly the batches it would have seen."""
     if n_rows <= 0:
         return []
@@ -35,7 +36,7 @@ def schedule(n_rows: int, cfg: TrainSection, size: RunSize | None = None) -> lis
     for epoch in range(size.epochs):
         order = list(range(n_rows))
         random.Random(cfg.seed + epoch).shuffle(order)
-        batches.extend(order[i : i + cfg.batch_size] for i in range(0, n_rows, cfg.batch_size))
+        batches.extend(order[i : i + size.batch_size] for i in range(0, n_rows, size.batch_size))
     return batches[: size.steps]
 
 
@@ -93,14 +94,19 @@ def planned_size(conversations: list[list[Message]], cfg: TrainSection) -> RunSi
     return run_size(len(conversations), cfg, trained_tokens_per_epoch=trained, tokens_per_epoch=tokens)
 
 
-def datum_size(datums: list[Any], cfg: TrainSection, units: int | None = None) -> RunSize:
+def datum_size(
+    datums: list[Any], cfg: TrainSection, units: int | None = None, *, scoped: bool = False
+) -> RunSize:
     """The run size of rendered Datums, from their real token counts (what `machine train run` trains); `units`:
-    how many units the schedule batches when a unit is more than one datum (a DPO pair is two)."""
+    how many units the schedule batches when a unit is more than one datum (a DPO pair is two); `scoped`: the
+    datums include anchors."""
     from machine_lsp.engines import render
 
     counts = render.count_tokens(datums)
     n = len(datums) if units is None else units
-    return run_size(n, cfg, trained_tokens_per_epoch=counts.trained, tokens_per_epoch=counts.tokens)
+    return run_size(
+        n, cfg, trained_tokens_per_epoch=counts.trained, tokens_per_epoch=counts.tokens, scoped=scoped
+    )
 
 
 def datums(conversations: list[list[Message]], renderer: Any, cfg: TrainSection) -> list[Any]:

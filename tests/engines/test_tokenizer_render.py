@@ -100,6 +100,28 @@ def test_mean_reduction_sums_to_one_per_datum(renderer) -> None:
     assert sum(weights) == pytest.approx(1.0, abs=1e-5)
 
 
+def test_token_weighting_makes_every_trained_token_weigh_the_same_at_the_cookbook_scale(renderer) -> None:
+    """A scoped run's weights: a 3-token tag and a long anchor answer weigh per token, not per row, and the set's
+    weights sum to its row count as the per-row mean's do (Tinker's summed loss keeps its scale)."""
+    short = [Message(role="user", content="2+2?"), Message(role="assistant", content="answer: 4")]
+    long = [
+        Message(role="user", content="Name a colour."),
+        Message(
+            role="assistant",
+            content="Blue is a calm colour, often seen in the sky and the sea on clear days.",
+        ),
+    ]
+    plain = [render.to_datum(rows, renderer, reduction="none") for rows in (short, long)]
+    weighted = render.token_weighted(plain)
+    per_token = {w for d in weighted for w in render.datum_tokens(d)[2] if w > 0}
+    trained = render.count_tokens(plain).trained
+    assert len(per_token) == 1 and per_token.pop() == pytest.approx(2 / trained)
+    assert sum(sum(render.datum_tokens(d)[2]) for d in weighted) == pytest.approx(2.0)
+    for before, after in zip(plain, weighted, strict=True):  # tokens and targets untouched
+        assert render.datum_tokens(before)[:2] == render.datum_tokens(after)[:2]
+    assert render.count_tokens(weighted) == render.count_tokens(plain)
+
+
 def test_multi_turn_train_on_choices(renderer) -> None:
     rows = [
         Message(role="system", content="Be terse."),
