@@ -63,6 +63,9 @@ def test_retrain_adds_anchors_gates_and_ends_with_the_summary(project: Path, run
         assert row["messages"][-1]["role"] == "assistant"
     logs = [e["message"] for e in events if e.get("event") == "log"]
     assert any(m.startswith("plan: 9 rows (6 + 3 anchors)") for m in logs), logs
+    # anchored: every trained token weighs the same (short tags must not outweigh the anchors), on the record
+    assert manifest.objective == {"name": "sft", "loss_weighting": "token"}
+    assert "loss: every trained token weighs the same ([train] loss_weighting)" in logs
     assert any(e.get("event") == "progress" and "anchors:" in e.get("message", "") for e in events)
     gate = manifest.gate
     assert gate is not None and gate["metrics"]["eval_rows"] == 6 and "skipped" in gate
