@@ -111,8 +111,10 @@ def confirm_defaults(args: argparse.Namespace, verb: str, payload: dict[str, Any
     data = (
         f"{estimate.rows} rows from {estimate.source}" if estimate else (cfg.data or "the store's good rows")
     )
+    batch = cfg.batch_size
     if estimate and estimate.size:
         length = f"{estimate.size.epochs} epochs, {estimate.size.steps} steps"
+        batch = estimate.size.batch_size  # a scoped run grows it (core.run_plan)
     elif cfg.epochs is None and cfg.steps is None:
         length = "epochs sized from the rows"
     else:
@@ -120,7 +122,7 @@ def confirm_defaults(args: argparse.Namespace, verb: str, payload: dict[str, Any
     what = (
         f"there is no machine.toml here, so {verb.replace('-', ' ', 1)} uses the defaults: engine {cfg.engine}, "
         f"model {cfg.resolved_model()}, data {data}, {length}, "
-        f"batch size {cfg.batch_size}, learning rate {cfg.resolved_lr():g}"
+        f"batch size {batch}, learning rate {cfg.resolved_lr():g}"
     )
     ask(
         f"{what}. Train with these?",

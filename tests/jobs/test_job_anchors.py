@@ -32,6 +32,24 @@ def test_the_cli_prints_the_plan_with_its_anchors_before_asking(project: Path, j
     assert not (project / ".machine" / "runs").exists()  # nothing started
 
 
+def test_the_plan_of_a_big_scoped_run_shows_its_grown_batch(project: Path, job_env) -> None:
+    """80 tags + 28 anchors (the pool's size): a scoped run keeps to 6 steps, so the batch grows from 8 to 18; the
+    plan and the defaults question both say the batch that will train."""
+    tag_rows(project, 80)
+    proc = subprocess.run(
+        [sys.executable, "-m", "machine_lsp.cli.main", "retrain"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=job_env(COLUMNS="400"),
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "108 rows (80 + 28 anchors) x 1 epoch = 6 steps of batch 18 (grown from 8" in proc.stdout
+    assert "batch size 18," in proc.stderr
+
+
 @pytest.mark.slow
 def test_retrain_adds_anchors_gates_and_ends_with_the_summary(project: Path, run_job, only_run_dir) -> None:
     tag_rows(project, 12)
