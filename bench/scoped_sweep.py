@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from doc_section import write_generated  # noqa: E402
-from retrain_phases import REPO, tag  # noqa: E402
+from retrain_phases import retrain, tag  # noqa: E402
 
-from machine_lsp.core import run_plan, runs  # noqa: E402
+from machine_lsp.core import run_plan  # noqa: E402
 
 TAG_COUNTS = (12, 24, 60, 120)
 CONTENDERS = ("before", "sizing", "now")
@@ -40,22 +39,7 @@ CONTENDERS = ("before", "sizing", "now")
 
 def run_job(project: Path, toml: str) -> tuple[float, dict[str, Any]]:
     (project / "machine.toml").write_text(f"[train]\n{toml}\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("MACHINE_HOME", "TINKER_API_KEY")}
-    env.update(PYTHONPATH=str(REPO), MACHINE_TORCH_THREADS=env.get("MACHINE_TORCH_THREADS", "1"))
-    start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "machine_lsp.jobs", "retrain", "--args-json", "{}"],
-        cwd=project,
-        capture_output=True,
-        env=env,
-        timeout=3600,
-        stdin=subprocess.DEVNULL,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"retrain failed: {done.stdout.decode()[-3000:]}{done.stderr.decode()[-3000:]}")
-    newest = runs.list_runs(project / ".machine" / "runs")[0][1]
-    assert newest is not None and newest.result is not None
-    return time.monotonic() - start, newest.result
+    return retrain(project)
 
 
 def old_steps(plan: dict[str, Any]) -> int:

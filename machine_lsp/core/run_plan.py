@@ -28,9 +28,8 @@ from machine_lsp.core.schema import Message, text_of
 MIN_STEPS = 6
 MIN_TRAINED_TOKENS = 200  # ~ 6 steps over 10 short answers ("answer: 42"): a set of tiny answers repeats more
 MAX_EPOCHS = 32  # a handful of rows is repeated at most this often
-MAX_SCOPED_BATCH = (
-    128  # past MIN_STEPS x this many rows a scoped run takes more steps rather than a bigger batch
-)
+# past MIN_STEPS x this many rows a scoped run takes more steps rather than a bigger batch
+MAX_SCOPED_BATCH = 128
 LOCAL_TOKENS_PER_SECOND = 60.0  # local engine, 1 thread, LoRA r16 (FACTS: ~197 tokens in 3.1-3.4 s per step)
 LOCAL_LOAD_SECONDS = 10.0  # loading the converted SmolLM2 and building the trainer
 CHARS_PER_TOKEN = 4  # English chat text; the language server estimates without a tokenizer
@@ -90,24 +89,7 @@ def size_run(
     if auto and scoped:
         batch_size = max(batch_size, min(MAX_SCOPED_BATCH, math.ceil(rows / MIN_STEPS)))
     per_epoch = math.ceil(rows / batch_size)
-    if steps is not None:
-        chosen_epochs = max(epochs or 1, math.ceil(steps / per_epoch))
-        total = steps
-    elif epochs is not None:
-        chosen_epochs, total = epochs, epochs * per_epoch
-    elif scoped:
-        total = min(
-            MAX_EPOCHS * per_epoch,
-            max(MIN_STEPS, per_epoch, _steps_for_tokens(trained_tokens_per_epoch, per_epoch)),
-        )
-        chosen_epochs = math.ceil(total / per_epoch)
-    else:
-        by_steps = math.ceil(MIN_STEPS / per_epoch)
-        by_tokens = (
-            math.ceil(MIN_TRAINED_TOKENS / trained_tokens_per_epoch) if trained_tokens_per_epoch else 1
-        )
-        chosen_epochs = min(MAX_EPOCHS, max(1, by_steps, by_tokens))
-        total = chosen_epochs * per_epoch
+    chosen_epochs, total = _epochs_and_steps(per_epoch, epochs, steps, scoped, trained_tokens_per_epoch)
     fraction = total / per_epoch  # epochs' worth of data the steps see
     trained = round(trained_tokens_per_epoch * fraction)
     size = RunSize(
@@ -122,6 +104,25 @@ def size_run(
     )
     size.warning = too_short(size, known_tokens=trained_tokens_per_epoch > 0)
     return size
+
+
+def _epochs_and_steps(
+    per_epoch: int, epochs: int | None, steps: int | None, scoped: bool, trained_tokens_per_epoch: int
+) -> tuple[int, int]:
+    """(epochs, steps): hand-set values obeyed; else a scoped run keeps to the floors (cycling a partial epoch), a
+    plain one repeats whole epochs until it clears them."""
+    if steps is not None:
+        return max(epochs or 1, math.ceil(steps / per_epoch)), steps
+    if epochs is not None:
+        return epochs, epochs * per_epoch
+    if scoped:
+        floor = max(MIN_STEPS, per_epoch, _steps_for_tokens(trained_tokens_per_epoch, per_epoch))
+        total = min(MAX_EPOCHS * per_epoch, floor)
+        return math.ceil(total / per_epoch), total
+    by_steps = math.ceil(MIN_STEPS / per_epoch)
+    by_tokens = math.ceil(MIN_TRAINED_TOKENS / trained_tokens_per_epoch) if trained_tokens_per_epoch else 1
+    chosen = min(MAX_EPOCHS, max(1, by_steps, by_tokens))
+    return chosen, chosen * per_epoch
 
 
 def _steps_for_tokens(trained_tokens_per_epoch: int, per_epoch: int) -> int:

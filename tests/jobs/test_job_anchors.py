@@ -15,9 +15,9 @@ from anchor_project import AGENT_REQUEST, AGENT_SYSTEM, SHELL_TOOL, capture_agen
 from machine_lsp.core import runs
 
 
-def test_the_cli_prints_the_plan_with_its_anchors_before_asking(project: Path, job_env) -> None:
-    tag_rows(project, 12)
-    proc = subprocess.run(
+def cli_retrain(project: Path, job_env) -> subprocess.CompletedProcess[str]:
+    """`machine retrain` with no machine.toml and no terminal: it prints the plan and asks for --yes."""
+    return subprocess.run(
         [sys.executable, "-m", "machine_lsp.cli.main", "retrain"],
         cwd=project,
         capture_output=True,
@@ -26,6 +26,11 @@ def test_the_cli_prints_the_plan_with_its_anchors_before_asking(project: Path, j
         stdin=subprocess.DEVNULL,
         env=job_env(COLUMNS="400"),
     )
+
+
+def test_the_cli_prints_the_plan_with_its_anchors_before_asking(project: Path, job_env) -> None:
+    tag_rows(project, 12)
+    proc = cli_retrain(project, job_env)
     assert proc.returncode == 2, proc.stderr  # no machine.toml, no terminal: it asks for --yes
     assert "plan: retrain on local: the store's good rows: 18 rows (12 + 6 anchors)" in proc.stdout
     assert "pass --yes" in proc.stderr
@@ -36,15 +41,7 @@ def test_the_plan_of_a_big_scoped_run_shows_its_grown_batch(project: Path, job_e
     """80 tags + 28 anchors (the pool's size): a scoped run keeps to 6 steps, so the batch grows from 8 to 18; the
     plan and the defaults question both say the batch that will train."""
     tag_rows(project, 80)
-    proc = subprocess.run(
-        [sys.executable, "-m", "machine_lsp.cli.main", "retrain"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-        env=job_env(COLUMNS="400"),
-    )
+    proc = cli_retrain(project, job_env)
     assert proc.returncode == 2, proc.stderr
     assert "108 rows (80 + 28 anchors) x 1 epoch = 6 steps of batch 18 (grown from 8" in proc.stdout
     assert "batch size 18," in proc.stderr
