@@ -57,14 +57,23 @@ def machine_dir(tmp_path: Path) -> Path:
     return directory
 
 
+def _spawn(argv: list[str], **options: object) -> subprocess.Popen[bytes]:
+    """Start ARGV and return once /proc shows its own command line.
+
+    Popen returns when the exec has begun, not ended: before it /proc/PID/cmdline is still pytest's, and for a
+    moment after it is empty (the kernel has not yet laid out the new argv). A record taken then names the wrong
+    program or none (both seen on a loaded machine), so wait, bounded generously, for the exec'd argv.
+    """
+    proc = subprocess.Popen(argv, **options)  # type: ignore[call-overload]
+    deadline = time.monotonic() + 120
+    while _cmdline(proc.pid) != argv and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return proc
+
+
 @pytest.fixture
 def sleeper() -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=TOKEN_ENV)
-    # Between fork and exec /proc/PID/cmdline is still pytest's; a record taken then names the wrong program (seen
-    # on a loaded machine). Wait for the exec, bounded generously, so the record is the sleeper's own.
-    deadline = time.monotonic() + 120
-    while "time.sleep(60)" not in " ".join(_cmdline(proc.pid)) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    proc = _spawn([sys.executable, "-c", "import time; time.sleep(60)"], env=TOKEN_ENV)
     yield proc
     proc.kill()
     proc.wait()
@@ -113,7 +122,7 @@ def test_stop_without_a_server_signals_nothing(machine_dir: Path, sleeper: subpr
 
 def test_stop_ends_the_whole_process_group(machine_dir: Path) -> None:
     # A parent that spawns a child in its own session, like the API server and its engine.
-    leader = subprocess.Popen(
+    leader = _spawn(
         [
             sys.executable,
             "-c",
@@ -367,7 +376,7 @@ def test_an_interpreter_without_tarfile_filters_is_refused() -> None:
 
 def test_stop_never_signals_a_process_whose_command_line_is_not_the_servers(machine_dir: Path) -> None:
     # The pid, start time and boot match (a record a cloned repository could hold), but not the command line.
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    other = _spawn([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
         process.write_record(
             machine_dir, _record(other.pid, cmdline=["python", "compat.py", "--port", "8000"])
@@ -387,7 +396,7 @@ def test_stop_never_signals_a_process_whose_command_line_is_not_the_servers(mach
 
 
 def test_stop_never_signals_a_process_without_the_servers_token(machine_dir: Path) -> None:
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # no token in its env
+    other = _spawn([sys.executable, "-c", "import time; time.sleep(60)"])  # no token in its env
     try:
         process.write_record(machine_dir, _record(other.pid))
         outcome = process.stop(machine_dir)
@@ -406,7 +415,7 @@ def test_stop_tells_the_truth_about_a_server_that_ignores_sigterm(
     machine_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(process, "STOP_TIMEOUT_S", 1.0)
-    stubborn = subprocess.Popen(
+    stubborn = _spawn(
         [
             sys.executable,
             "-c",
