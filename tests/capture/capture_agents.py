@@ -54,6 +54,7 @@ class AgentRun:
         self.executable = agent_executable(self.name)
         self.home = self.root / "home"
         self.project = self.root / "project"
+        self.debug_log = self.root / "agent-debug.log"  # only agents that can write one (see _env_gemini_cli)
         for sub in ("home", "project", "tmp", "xdg/config", "xdg/data", "xdg/cache", "xdg/state"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         getattr(self, f"_configure_{self.name.replace('-', '_')}")()
@@ -154,7 +155,13 @@ class AgentRun:
         (self.home / ".gemini" / "settings.json").write_text(json.dumps(settings))
 
     def _env_gemini_cli(self) -> dict[str, str]:
-        return {"GOOGLE_GEMINI_BASE_URL": self.endpoint.base_url, "GEMINI_API_KEY": "dummy"}
+        # In a `-p` run Gemini CLI swallows its own console (a failed run can exit 1 with empty stdout and stderr);
+        # GEMINI_DEBUG_LOG_FILE keeps what it would have said, for the failure message.
+        return {
+            "GOOGLE_GEMINI_BASE_URL": self.endpoint.base_url,
+            "GEMINI_API_KEY": "dummy",
+            "GEMINI_DEBUG_LOG_FILE": str(self.debug_log),
+        }
 
     # -- running ---------------------------------------------------------------------------------------------
 
@@ -204,9 +211,10 @@ class AgentRun:
         )
         self.runs.append(done)
         if check and done.returncode != 0:
+            debug = self.debug_log.read_text(errors="replace")[-6000:] if self.debug_log.exists() else ""
             raise AssertionError(
                 f"{self.name} exited {done.returncode} on {prompt!r}\n"
-                f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-4000:]}"
+                f"stdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-4000:]}\nits debug log: {debug}"
             )
         return done
 

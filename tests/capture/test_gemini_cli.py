@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def gemini_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSe
         run = AgentRun("gemini-cli", tmp_path_factory.mktemp("gemini-cli"), served)
         first = run.run(TEXT_PROMPT)
         assert "Scripted reply" in first.stdout, first.stdout[-1000:]
-        second = run.run(TOOL_PROMPT, resume=True)
+        second = _resume(run, TOOL_PROMPT)
         assert FINAL_ANSWER in second.stdout, second.stdout[-1000:]
         # A resume in a later minute than the start makes Gemini CLI write a second, stub file (header and context
         # only) while the conversation goes on in the first: the session finder keeps one per id, the fuller file.
@@ -52,6 +54,38 @@ def gemini_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentSe
         assert len(sessions) == 1, f"gemini-cli's logs {run.logs()} read as {len(sessions)} sessions"
         assert sessions[0].path in run.logs()
         yield AgentSession(run, served, sessions[0].path)
+
+
+def _resume(run: AgentRun, prompt: str) -> subprocess.CompletedProcess[str]:
+    """`--resume latest` with PROMPT. Once in four clean-clone CI runs the pinned CLI's resume exited 1 at start,
+    silent (empty stdout and stderr), having logged and sent nothing; it never recurred in 15 runs under load. That
+    exit, and only that one, is asked once more, with the CLI's own debug log of it kept in a warning; any other
+    failure, or a second one, fails the test."""
+    logs_before = {path: path.stat().st_size for path in run.logs()}
+    debug_from = run.debug_log.stat().st_size if run.debug_log.exists() else 0
+    done = run.run(prompt, resume=True, check=False)
+    logs_after = {path: path.stat().st_size for path in run.logs()}
+    if (
+        done.returncode == 1
+        and not done.stdout.strip()
+        and not done.stderr.strip()
+        and logs_after == logs_before
+    ):
+        said = (
+            run.debug_log.read_bytes()[debug_from:].decode(errors="replace")[-4000:]
+            if run.debug_log.exists()
+            else ""
+        )
+        warnings.warn(
+            f"gemini-cli --resume exited 1 silently and logged nothing; asked once more. Its debug log:\n{said}",
+            stacklevel=2,
+        )
+        return run.run(prompt, resume=True)
+    if done.returncode != 0:
+        raise AssertionError(
+            f"gemini-cli --resume exited {done.returncode}\nstdout: {done.stdout[-2000:]}\nstderr: {done.stderr[-4000:]}"
+        )
+    return done
 
 
 def _sent(endpoint: ModelEndpoint) -> dict:
