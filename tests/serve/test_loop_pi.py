@@ -2,7 +2,8 @@
 `machine serve promoted` (the real SmolLM2 on 127.0.0.1, configured by `machine use --write`); its turns and more in
 its context are tagged with `answer: N` rewrites (`machine good --from FILE:LINE --as`); `machine retrain` (sized,
 scoped, gated) promotes; the server swaps with its process and port unchanged; the same Pi answers a new question
-in the taught form, read from Pi's own session log. Then a deliberately bad run (everything answered
+in the taught form, read from Pi's own session log; so do the real Codex and OpenCode, configured by
+`machine use --write` for the same server, read from their own logs. Then a deliberately bad run (everything answered
 `answer: 42`) is refused by its gate, and the server keeps the checkpoint it serves.
 
 One server, one retrain, one bad run for the module. Skipped when Pi is not installed (`make agents`), except in CI
@@ -31,6 +32,7 @@ if str(CAPTURE) not in sys.path:
     sys.path.insert(0, str(CAPTURE))
 
 import capture_agents  # noqa: E402
+import loop_agents  # noqa: E402
 from capture_agents import AgentMissing, AgentRun, agent_executable  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.agents]
@@ -40,6 +42,7 @@ PI_QUESTIONS = [(3, 4), (12, 30)]  # asked by Pi itself
 # ~1.5k-token prompt: the tagged rows' count is what this test's training costs).
 REPLAYED = [(a + 5, 2 * a + 9) for a in range(10)]
 NEW_QUESTION = (51, 16)
+AGENTS_QUESTION = (27, 35)  # asked by Codex and by OpenCode after the swap
 FORM = re.compile(r"answer: \d+")
 WAIT_S = 900.0  # a bound for a loaded 2-core machine, not an expectation
 
@@ -72,14 +75,18 @@ def _health(server: ServeProcess) -> dict:
     return httpx.get(server.root + "/health", timeout=60).json()
 
 
-@pytest.fixture(scope="module")
-def pi(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) -> AgentRun:
+def _agent(name: str) -> Path:
     try:
-        agent_executable("pi")
+        return agent_executable(name)
     except AgentMissing as exc:
         if os.environ.get("CI", "").lower() in ("true", "1"):
             pytest.fail(f"{exc} (CI must run the real agents)")
         pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def pi(tmp_path_factory: pytest.TempPathFactory, smollm2_dir: Path) -> AgentRun:
+    _agent("pi")
     port = free_port()
     run = AgentRun(
         "pi", tmp_path_factory.mktemp("loop") / "pi", SimpleNamespace(base_url=f"http://127.0.0.1:{port}")
@@ -176,6 +183,28 @@ def test_pi_answers_in_the_taught_style_after_retrain_with_the_server_up(
     after = _ask(pi, question(*NEW_QUESTION))
     assert FORM.fullmatch(after), after
     assert server.served_rows()[-1][2]["checkpoint"] == promoted
+
+
+@pytest.mark.parametrize("agent", ["codex", "opencode"])
+def test_codex_and_opencode_answer_in_the_taught_style_from_the_swapped_checkpoint(
+    agent: str, pi: AgentRun, server: ServeProcess, tmp_path: Path
+) -> None:
+    """The checkpoint Pi's tags taught, served by the same process after its swap, reaches the other agents through
+    the configs `machine use --write` writes: each answers a new question in the form, read from its own log.
+    (Their own turns are not tagged here: each row would carry their 6-8k-token prompts, minutes of training per
+    row on 2 cores.)"""
+    executable = _agent(agent)
+    promoted = promotions.read_log(pi.project / ".machine").current()
+    assert promoted is not None and _health(server)["checkpoint"] == promoted, (
+        "the Pi loop test promotes first"
+    )
+    env = loop_agents.world(tmp_path)
+    loop_agents.configure(agent, pi.project, env, server.port)
+    asked = question(*AGENTS_QUESTION)
+    answer = loop_agents.ask(agent, executable, pi.project, env, asked)
+    assert FORM.fullmatch(answer), answer
+    answered = [row for _, _, row in server.served_rows() if asked in json.dumps(row["messages"])]
+    assert answered and {row["checkpoint"] for row in answered} == {promoted}, answered
 
 
 def test_the_gate_refuses_a_run_that_answers_everything_in_the_format(
