@@ -13,6 +13,18 @@ from pathlib import Path
 import pytest
 
 
+def _closed_local_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/models.json"
+
+
+# Tests send traffic only to 127.0.0.1: a hosted Tinker run's price (scaffold/pricing.py) is read from a closed local
+# port here, in every test and every job and server they start (they inherit it), and reads "price unknown" at once.
+# tests/scaffold/test_pricing.py serves the pricing file itself.
+os.environ.setdefault("MACHINE_TINKER_PRICING_URL", _closed_local_url())
+
+
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs; skipped where mounting is not permitted (the RLIMIT_FSIZE tests cover a full disk there)."""

@@ -63,13 +63,20 @@ def resolved_engine(args: argparse.Namespace, checkpoint: str | None = None) -> 
 def confirm_cost(args: argparse.Namespace, engine: str, verb: str, payload: dict[str, Any]) -> None:
     """Tinker runs cost money: say what will run and about how many tokens, and ask (or demand --yes). A server on
     this machine (`machine tinker serve`, a loopback URL) costs nothing: no question."""
-    if engine != "tinker" or args.yes or tinker_is_local():
+    if engine != "tinker" or tinker_is_local():
         return
     from machine_lsp.scaffold.estimate import estimate_job
+    from machine_lsp.scaffold.pricing import plan_price
 
     what = verb.replace("-", " ", 1)
-    estimate = estimate_job(verb, Path.cwd(), {k: v for k, v in payload.items() if v is not None})
-    detail = f" ({estimate.describe()})" if estimate else ""
+    job_args = {k: v for k, v in payload.items() if v is not None}
+    price, refusal = plan_price(verb, Path.cwd(), job_args)
+    if refusal is not None:  # --yes does not lift a budget
+        raise UsageError(f"{what} not started: {refusal}")
+    if args.yes:
+        return
+    estimate = estimate_job(verb, Path.cwd(), job_args)
+    detail = f" ({estimate.describe()}{'; ' + price.describe() if price else ''})" if estimate else ""
     ask(
         f"{what} runs on Tinker and costs money{detail}. Continue?",
         f"{what} runs on Tinker and costs money{detail}: pass --yes to confirm (stdin is not a terminal)",

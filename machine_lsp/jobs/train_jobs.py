@@ -106,6 +106,7 @@ def _train(
 ) -> tuple[dict[str, Any], str]:
     config = _config(ctx, args, smoke, from_store)
     cfg = config.train
+    _hold_budget(ctx, args, "train-smoke" if smoke else "retrain" if from_store else "train-run")
     if cfg.objective in STAGED:
         return train_staged(ctx, config, args.resume, smoke, args.sample_max_tokens)
     clock, answers = PhaseClock(), AnswerCache(_machine_dir(ctx))
@@ -147,6 +148,19 @@ def _train(
         message += f"; {verdict.reason}"
     result.update(timings=clock.as_dict(), greedy_cache=msgspec.to_builtins(answers.stats))
     return result, message
+
+
+def _hold_budget(ctx: JobContext, args: TrainArgs, verb: str) -> None:
+    """On hosted Tinker, log the run's USD price and refuse it over `[tinker] budget_usd` before anything is
+    billed (the engine is not even built yet)."""
+    from machine_lsp.scaffold.pricing import plan_price
+
+    job_args = {k: v for k, v in msgspec.to_builtins(args).items() if v is not None}
+    price, refusal = plan_price(verb, ctx.cwd, job_args)
+    if price is not None:
+        ctx.log(f"price: {price.describe()}")
+    if refusal is not None:
+        raise JobError(f"not started: {refusal}", kind="usage")
 
 
 def _machine_dir(ctx: JobContext) -> Path:

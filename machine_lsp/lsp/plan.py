@@ -60,7 +60,20 @@ def plan_job(verb: str, project: Path, job_args: dict[str, Any]) -> JobPlan:
                 plan.data, plan.rows = estimate.source, estimate.rows
             if estimate.size is not None:
                 plan.message = f"{estimate.describe()}; model {plan.model}"
+    if plan.problem is None and training and plan.costs_money:
+        _price(plan, project, job_args)
     return plan
+
+
+def _price(plan: JobPlan, project: Path, job_args: dict[str, Any]) -> None:
+    """Hosted Tinker: the run's USD price joins the plan, and a run over `[tinker] budget_usd` is refused. Off
+    the event loop like the rest of the plan (the pricing file is fetched once per process, 5 s at most)."""
+    from machine_lsp.scaffold.pricing import plan_price
+
+    price, refusal = plan_price(plan.verb, project, job_args)
+    if price is not None:
+        plan.message = f"{describe(plan)}; {price.describe()}"
+    plan.problem = refusal
 
 
 def describe(plan: JobPlan) -> str:

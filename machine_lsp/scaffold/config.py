@@ -173,6 +173,15 @@ class EvalSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 class TinkerSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # a self-hosted Tinker-API server (`machine tinker serve` writes it); None: hosted Tinker
     base_url: str | None = None
+    # hosted Tinker only: refuse a run whose training price is over this many USD, or cannot be told (pricing.py)
+    budget_usd: float | None = None
+    pricing_url: str | None = None  # None: the file Tinker publishes (scaffold.pricing.PRICING_URL)
+
+    def __post_init__(self) -> None:
+        if self.budget_usd is not None and not self.budget_usd > 0:
+            raise msgspec.ValidationError("budget_usd must be > 0")
+        if self.pricing_url is not None and not self.pricing_url.startswith(("https://", "http://")):
+            raise msgspec.ValidationError("pricing_url must be an http(s) URL")
 
 
 class GateSection(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
