@@ -61,22 +61,29 @@ def decode_all(
 
 
 def assert_as_right(
-    torch_out: list, llama_out: list, expected: list[str], tokenizer: Any, *, exact: bool = True
+    torch_out: list,
+    llama_out: list,
+    expected: list[str],
+    tokenizer: Any,
+    *,
+    exact: bool = True,
+    max_flips: int = 0,
 ) -> dict[str, int]:
     """The rounded types' tolerance: per row, the same `answer: N` form verdict and (`exact`) the same exact-match
-    verdict as torch's answer; token streams may differ. Returns torch's counts; prints the streams identical and
-    the llama.cpp side's exact matches."""
+    verdict as torch's answer, on all but `max_flips` rows; token streams may differ. Returns torch's counts;
+    prints the streams identical and the llama.cpp side's exact matches."""
     counts = {"form": 0, "exact": 0, "same_tokens": 0, "llama_exact": 0}
+    flips = []
     for i, ((want, _), (got, _), right) in enumerate(zip(torch_out, llama_out, expected, strict=True)):
         want_text, got_text = tokenizer.decode(want).strip(), tokenizer.decode(got).strip()
         verdicts = [(bool(ANSWER_FORM.match(t)), t == right or not exact) for t in (want_text, got_text)]
-        assert verdicts[0] == verdicts[1], (
-            f"row {i}: torch {want_text!r}, llama.cpp {got_text!r}, want {right!r}"
-        )
+        if verdicts[0] != verdicts[1]:
+            flips.append(f"row {i}: torch {want_text!r}, llama.cpp {got_text!r}, want {right!r}")
         counts["form"] += verdicts[0][0]
         counts["exact"] += want_text == right
         counts["llama_exact"] += got_text == right
         counts["same_tokens"] += want == got
+    assert len(flips) <= max_flips, "; ".join(flips)
     print(
         f"\nllama.cpp vs torch: {counts['same_tokens']}/{len(expected)} token streams identical, form "
         f"{counts['form']} (both), exact {counts['llama_exact']} (torch {counts['exact']})"

@@ -118,7 +118,11 @@ def test_checkpoint_q8_0_is_llama_cpp_quantized_and_keeps_the_trained_form(
     assert loaded.model.path == gguf_export_path(trained_checkpoint, "q8_0")
     kinds = {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(loaded.model.path)).tensors}
     assert kinds["blk.0.attn_q.weight"] == "Q8_0" and kinds["blk.0.attn_norm.weight"] == "F32"
-    counts = assert_as_right(trained_torch["answers"], out, eval_expected, loaded.tokenizer, exact=False)
+    # 8-bit weights round a borderline digit now and then: in one clean-clone CI run (2026-12-04) 1 of the 24 rows
+    # flipped (torch `answer: 176`, q8_0 `answer: 18)`), in the others none. f16 (the default) is held to 0.
+    counts = assert_as_right(
+        trained_torch["answers"], out, eval_expected, loaded.tokenizer, exact=False, max_flips=2
+    )
     assert counts["form"] > 0
 
 

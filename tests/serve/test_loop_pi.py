@@ -202,9 +202,16 @@ def test_codex_and_opencode_answer_in_the_taught_style_from_the_swapped_checkpoi
     loop_agents.configure(agent, pi.project, env, server.port)
     asked = question(*AGENTS_QUESTION)
     answer = loop_agents.ask(agent, executable, pi.project, env, asked)
-    assert FORM.fullmatch(answer), answer
+    # The form, as the gate counts it (a prefix): trained in Pi's context, not theirs, an answer may end in a period
+    # (Codex in one CI run: `answer: 102.`).
+    assert FORM.match(answer), answer
     answered = [row for _, _, row in server.served_rows() if asked in json.dumps(row["messages"])]
     assert answered and {row["checkpoint"] for row in answered} == {promoted}, answered
+    # Codex through the Responses API, OpenCode through Chat Completions, each with its own instructions and tools
+    # (several thousand tokens: they fit SmolLM2's 8192; Claude Code's do not, test_agents_context.py)
+    turn = max(answered, key=lambda row: row["usage"]["prompt_tokens"])  # not OpenCode's short title request
+    assert turn["api"] == {"codex": "responses", "opencode": "chat.completions"}[agent], turn["api"]
+    assert turn["usage"]["prompt_tokens"] > 4000, turn["usage"]
 
 
 def test_the_gate_refuses_a_run_that_answers_everything_in_the_format(
