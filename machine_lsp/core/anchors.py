@@ -12,14 +12,16 @@ answers to other questions mixed in, bleed 0/10 with format 24/24). Two sources:
 
 When the tagged rows carry a system prompt or `tools` (an agent's turns), every second pool request is asked inside
 one of those contexts (`in_tagged_contexts`): a style taught in an agent's context bled there (2/10 probes in Pi's
-context) while bare probes saw none, so the anchors cover that context too.
+context) while bare probes saw none, so the anchors cover that context too. Where the context declares `tools`,
+that slot asks a workspace request (`TOOL_REQUESTS`) instead, so the base model's tool calls there are kept.
 
 The pool is disjoint from the gate's bleed probe (`evals.BUILTIN_PROBES`, plus `[eval] probe_questions`) and from
 its tool probe (`tool_probes.TOOL_PROBES`), rewordings included (`near_duplicates`): otherwise the gate would score
 the run on its own training data. Agent turns that resemble a probe are skipped for the same reason.
 
 How many: `ceil(anchor_ratio * tagged rows)`, at most `len(ANCHOR_POOL)`; agent turns take up to half of them
-(newest first), the pool the rest. The count depends only on the row count and the ratio, so the plan printed
+(newest first), the pool the rest; plus `ceil(anchor_ratio * tagged rows with tools)` workspace requests asked in
+the contexts that offer tools (`tool_anchor_count`). The count depends only on the row count and the ratio, so the plan printed
 before a run (scaffold.estimate) and the job agree without reading any agent log.
 """
 
@@ -76,10 +78,27 @@ ANCHOR_POOL_BY_KIND: dict[str, tuple[str, ...]] = {
     ),
 }
 ANCHOR_POOL: tuple[str, ...] = tuple(q for group in ANCHOR_POOL_BY_KIND.values() for q in group)
+# Workspace requests an agent meets with a tool call (read, list, search, run, look up): asked only inside a tagged
+# context that declares `tools`, where the base model's own answer (a call, or not) is what the run must keep.
+# Measured (bench/tool_retention.py, a base that calls tools): style rows tagged where tools were offered, scoped
+# with pool requests only, kept the base's tool call on 7/10 of the gate's tool probes (0/10 unscoped).
+TOOL_REQUESTS: tuple[str, ...] = (
+    "Print the first lines of pyproject.toml.",
+    "Search the code for the word deprecated.",
+    "Show me the last commit message.",
+    "Which Python version is installed here?",
+    "Count the lines in main.go.",
+    "How much disk space is left?",
+    "Open the file .gitignore.",
+    "What is in the folder named fixtures?",
+    "Check the forecast for Rome.",
+    "Find the files that end in .yaml.",
+)
 ANCHOR_MAX_TOKENS = 64  # a pool answer (the example's style rows used 64; a cut-off sentence is dropped)
 TOOL_ANCHOR_MAX_TOKENS = 96  # an agent turn's answer may be a tool call: room for its JSON
 SOURCES = ("pool", "agent_turns")
 IN_CONTEXT_ORIGIN = "built-in pool, in a tagged row's context"
+TOOL_REQUEST_ORIGIN = "built-in tool request, in a tagged row's context"
 
 _STOPWORDS = frozenset(
     "a an and are as by do does for from how in into is it known mainly many me name of on one the there to what "
@@ -101,6 +120,15 @@ def anchor_count(tagged_rows: int, ratio: float) -> int:
     if tagged_rows <= 0 or ratio <= 0:
         return 0
     return min(len(ANCHOR_POOL), math.ceil(ratio * tagged_rows))
+
+
+def tool_anchor_count(tool_rows: int, ratio: float) -> int:
+    """Workspace-request anchors added, on top, for `tool_rows` tagged rows asked where `tools` were offered (at most
+    `len(TOOL_REQUESTS)`): with the pool's share alone, a style taught there kept the base model's tool calls on
+    5-7/10 of the gate's tool probes; with these, 9/10 (bench/tool_retention.py, docs/BENCHMARKS.md)."""
+    if tool_rows <= 0 or ratio <= 0:
+        return 0
+    return min(len(TOOL_REQUESTS), math.ceil(ratio * tool_rows))
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -137,27 +165,60 @@ def pool_prompts(seed: int, k: int, probes: Sequence[str]) -> list[AnchorPrompt]
     ]
 
 
-def in_tagged_contexts(prompts: list[AnchorPrompt], contexts: Sequence[Any]) -> list[AnchorPrompt]:
+def tool_requests(seed: int, probes: Sequence[str]) -> list[str]:
+    """`TOOL_REQUESTS` shuffled by the seed, less any that resemble a probe."""
+    clashing = {q for q, _ in near_duplicates(TOOL_REQUESTS, probes)}
+    return [
+        q
+        for q in random.Random(f"tool-anchors-{seed}").sample(TOOL_REQUESTS, len(TOOL_REQUESTS))
+        if q not in clashing
+    ]
+
+
+def in_tagged_contexts(
+    prompts: list[AnchorPrompt], contexts: Sequence[Any], tool_requests: Sequence[str] = ()
+) -> list[AnchorPrompt]:
     """Every second pool request asked inside a tagged row's context (`evals.ProbeContext`: its system prompt and
     `tools`, in turn), so the run also learns that other requests in the agent's context keep their own answers;
-    the rest stay bare. Unchanged when every tagged row is bare."""
+    the rest stay bare. Where that context declares `tools`, the slot takes the next of `tool_requests` instead: a
+    style taught where tools are offered displaces tool calls, not only prose. Unchanged when every tagged row is
+    bare."""
     if not contexts:
         return prompts
-    out = []
+    out, requests = [], list(tool_requests)
     for i, prompt in enumerate(prompts):
         if i % 2 == 0 or prompt.source != "pool":
             out.append(prompt)
             continue
         context = contexts[(i // 2) % len(contexts)]
+        messages, origin = prompt.messages, IN_CONTEXT_ORIGIN
+        if context.tools and requests:
+            messages, origin = [Message(role="user", content=requests.pop(0))], TOOL_REQUEST_ORIGIN
         out.append(
             msgspec.structs.replace(
                 prompt,
-                messages=[*context.system, *prompt.messages],
+                messages=[*context.system, *messages],
                 tools=list(context.tools) if context.tools else None,
-                origin=IN_CONTEXT_ORIGIN,
+                origin=origin,
             )
         )
     return out
+
+
+def tool_context_prompts(requests: Sequence[str], contexts: Sequence[Any]) -> list[AnchorPrompt]:
+    """Each request asked inside the tagged contexts that declare `tools`, in turn (none when no context does)."""
+    offering = [c for c in contexts if c.tools]
+    if not offering:
+        return []
+    return [
+        AnchorPrompt(
+            source="pool",
+            messages=[*offering[i % len(offering)].system, Message(role="user", content=request)],
+            tools=list(offering[i % len(offering)].tools),
+            origin=TOOL_REQUEST_ORIGIN,
+        )
+        for i, request in enumerate(requests)
+    ]
 
 
 def turn_prompt(messages: Sequence[Message]) -> list[Message] | None:

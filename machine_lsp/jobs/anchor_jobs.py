@@ -36,7 +36,7 @@ class AnchorRecord(msgspec.Struct, kw_only=True):
     planned: int = 0
     added: int = 0
     counts: dict[str, int] = msgspec.field(default_factory=dict)  # by source: pool, agent_turns
-    pool_in_context: int = 0  # pool requests asked inside a tagged row's system prompt and tools
+    pool_in_context: int = 0  # pool (or tool) requests asked inside a tagged row's system prompt and tools
     with_tools: int = 0  # anchors whose prompt declares `tools`
     tool_calls: int = 0  # ... and whose base-model answer calls one
     dropped: int = 0  # answers cut by the token limit with nothing left to keep
@@ -62,16 +62,19 @@ def add_anchors(
     elif cfg.data is not None:
         record.note = "training on a file: anchors are added to store runs only"
     else:
+        tool_rows = sum(1 for _where, row in labelled if row.extra.get("tools"))
         record.planned = anchors.anchor_count(len(labelled), cfg.anchor_ratio)
+        record.planned += anchors.tool_anchor_count(tool_rows, cfg.anchor_ratio)
     if not record.planned:
         ctx.update(anchors=msgspec.to_builtins(record))
         return labelled
-    prompts = _prompts(ctx, config, labelled, record.planned)
+    prompts = _prompts(ctx, config, labelled)
     ctx.progress(0, len(prompts), f"anchors: the base model answers {len(prompts)} prompts", force=True)
     rows = _answer(ctx, answers.base(engine, _base_sampler(engine, trainer, model), model), prompts, record)
     record.added = len(rows)
     record.counts = {s: sum(1 for p, _ in rows if p.source == s) for s in anchors.SOURCES}
-    record.pool_in_context = sum(1 for p, _ in rows if p.origin == anchors.IN_CONTEXT_ORIGIN)
+    in_context = (anchors.IN_CONTEXT_ORIGIN, anchors.TOOL_REQUEST_ORIGIN)
+    record.pool_in_context = sum(1 for p, _ in rows if p.origin in in_context)
     record.path, record.sha256 = _snapshot(ctx, [row for _, row in rows])
     ctx.update(anchors=msgspec.to_builtins(record))
     ctx.log(
@@ -83,17 +86,21 @@ def add_anchors(
     return labelled + anchored
 
 
-def _prompts(
-    ctx: JobContext, config: MachineConfig, labelled: Labelled, total: int
-) -> list[anchors.AnchorPrompt]:
+def _prompts(ctx: JobContext, config: MachineConfig, labelled: Labelled) -> list[anchors.AnchorPrompt]:
+    cfg = config.train
     probes = _probe_questions(ctx, config)
     turns = _agent_turn_prompts(ctx, labelled, probes)
-    n_turns, n_pool = anchors.split_sources(total, len(turns))
+    n_turns, n_pool = anchors.split_sources(anchors.anchor_count(len(labelled), cfg.anchor_ratio), len(turns))
     contexts = evals.distinct_contexts(
         evals.row_context(row.messages, row.extra.get("tools")) for _where, row in labelled
     )
-    pool = anchors.pool_prompts(config.train.seed, n_pool, probes)
-    return turns[:n_turns] + anchors.in_tagged_contexts(pool, contexts)
+    requests = anchors.tool_requests(cfg.seed, probes)
+    placed = anchors.in_tagged_contexts(anchors.pool_prompts(cfg.seed, n_pool, probes), contexts, requests)
+    # on top: workspace requests where tools were offered (the in-context slots above took the first ones)
+    used = sum(1 for p in placed if p.origin == anchors.TOOL_REQUEST_ORIGIN)
+    tool_rows = sum(1 for _where, row in labelled if row.extra.get("tools"))
+    more = requests[used : used + anchors.tool_anchor_count(tool_rows, cfg.anchor_ratio)]
+    return turns[:n_turns] + placed + anchors.tool_context_prompts(more, contexts)
 
 
 def _probe_questions(ctx: JobContext, config: MachineConfig) -> list[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from machine_lsp.core.anchors import anchor_count
+from machine_lsp.core.anchors import anchor_count, tool_anchor_count
 from machine_lsp.core.run_plan import CHARS_PER_TOKEN, RunSize, describe_size, estimate_tokens, size_run
 from machine_lsp.scaffold.config import (
     ConfigError,
@@ -134,7 +134,9 @@ def _estimate_stage(verb: str, project: Path, train: Any) -> RunEstimate | None:
     if verb == "train-smoke":
         train = msgspec.structs.replace(train, steps=SMOKE_STEPS, epochs=1)
     elif train.objective == "sft" and train.data is None and train.scope == "auto":
-        anchors = anchor_count(rows, train.anchor_ratio)  # the job adds these (jobs.anchor_jobs)
+        # the job adds these (jobs.anchor_jobs)
+        anchors = anchor_count(rows, train.anchor_ratio)
+        anchors += tool_anchor_count(_rows_with_tools(project), train.anchor_ratio)
         per_pass += anchors * ANCHOR_TOKENS
         trained += anchors * ANCHOR_TRAINED_TOKENS
     size = run_size(
@@ -199,6 +201,17 @@ def _measure(project: Path, data: str | None) -> tuple[str, int, int, int] | Non
                     continue
     tokens, trained = estimate_tokens(row.messages for row in rows)
     return source, len(rows), tokens, trained
+
+
+def _rows_with_tools(project: Path) -> int:
+    """The store's good rows that declare `tools` (each gets workspace-request anchors: core.anchors)."""
+    from machine_lsp.core.export import export_sft
+    from machine_lsp.core.store import Store, StoreError
+
+    try:
+        return sum(1 for row in export_sft(Store.open(project).records()) if row.extra.get("tools"))
+    except (OSError, StoreError):
+        return 0
 
 
 def _measure_preference(project: Path, train: Any) -> tuple[str, int, int, int] | None:

@@ -101,3 +101,48 @@ def test_every_second_pool_request_is_asked_in_a_tagged_context() -> None:
     assert placed[1].messages[0] == system and placed[1].tools == [tool]
     assert placed[1].origin == anchors.IN_CONTEXT_ORIGIN and placed[0].tools is None
     assert anchors.in_tagged_contexts(pool, []) == pool  # bare tagged rows: bare anchors
+
+
+def test_where_the_tagged_context_offers_tools_its_slots_ask_workspace_requests() -> None:
+    system = Message(role="system", content="You are a coding agent.")
+    tool = {"type": "function", "function": {"name": "run_shell", "parameters": {"type": "object"}}}
+    with_tools = evals.row_context([system, Message(role="user", content="2+2?")], [tool])
+    without = evals.row_context([system, Message(role="user", content="3+3?")], None)
+    pool = anchors.pool_prompts(0, 6, [])
+    requests = anchors.tool_requests(0, [])
+    placed = anchors.in_tagged_contexts(pool, [with_tools, without], requests)
+    # slots 1 and 5 fall to the context with tools: workspace requests there; slot 3 keeps its pool request
+    assert [p.messages[-1].content for p in placed[1::2]] == [
+        requests[0],
+        pool[3].messages[-1].content,
+        requests[1],
+    ]
+    assert [p.origin for p in placed[1::2]] == [
+        anchors.TOOL_REQUEST_ORIGIN,
+        anchors.IN_CONTEXT_ORIGIN,
+        anchors.TOOL_REQUEST_ORIGIN,
+    ]
+    assert placed[1].tools == [tool] and placed[1].messages[0] == system and placed[3].tools is None
+    assert placed[0::2] == pool[0::2]  # the bare half is untouched
+    # the requests are disjoint from the gate's tool probe (rewordings too), and a clashing one is left out
+    probes = [question for _tools, question in TOOL_PROBES]
+    assert not anchors.near_duplicates(anchors.TOOL_REQUESTS, probes)
+    assert "Show me the last commit message." not in anchors.tool_requests(
+        0, ["Show me the last commit message"]
+    )
+    assert sorted(anchors.tool_requests(3, [])) == sorted(anchors.TOOL_REQUESTS)
+
+
+def test_rows_asked_where_tools_were_offered_get_workspace_requests_on_top() -> None:
+    system = Message(role="system", content="You are a coding agent.")
+    tool = {"type": "function", "function": {"name": "run_shell", "parameters": {"type": "object"}}}
+    with_tools = evals.row_context([system, Message(role="user", content="2+2?")], [tool])
+    without = evals.row_context([system, Message(role="user", content="3+3?")], None)
+    assert anchors.tool_anchor_count(10, 0.5) == 5 and anchors.tool_anchor_count(0, 0.5) == 0
+    assert anchors.tool_anchor_count(10, 0) == 0
+    assert anchors.tool_anchor_count(100, 1) == len(anchors.TOOL_REQUESTS)
+    requests = anchors.tool_requests(0, [])[:3]
+    placed = anchors.tool_context_prompts(requests, [without, with_tools])
+    assert [p.messages for p in placed] == [[system, Message(role="user", content=r)] for r in requests]
+    assert all(p.tools == [tool] and p.origin == anchors.TOOL_REQUEST_ORIGIN for p in placed)
+    assert anchors.tool_context_prompts(requests, [without]) == []  # no context offers tools: none
