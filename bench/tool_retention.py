@@ -230,22 +230,7 @@ def print_table(
     ):
         table.add_column(column, justify="left" if column == "[train] scope, style rows asked" else "right")
     for scope, wall, result in reports:
-        gate = result.get("gate") or {}
-        m = gate.get("metrics") or {}
-        retention = m.get("tool_retention")
-        table.add_row(
-            scope,
-            str(result.get("steps_run")),
-            str(m.get("tool_probes")),
-            str(m.get("reference_tool_calls")),
-            str(m.get("tool_calls_kept")),
-            "not measurable" if retention is None else f"{retention:.0%}",
-            f"{m.get('reference_bleed_rate', 0):.0%} -> {m.get('candidate_bleed_rate', 0):.0%}",
-            f"{m.get('reference_correct')}/{m.get('eval_rows')} -> {m.get('candidate_correct')}/{m.get('eval_rows')}",
-            f"{m.get('candidate_format_rate', 0):.0%}",
-            str(gate.get("promoted")),
-            f"{wall:.1f}",
-        )
+        table.add_row(scope, *_cells(result), f"{wall:.1f}")
     console = Console(width=160)
     console.print(table)
     console.print(
@@ -258,6 +243,23 @@ def print_table(
         f"load average (1 min) {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, {os.cpu_count()} "
         f"cores; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
+
+
+def _cells(result: dict[str, Any]) -> list[str]:
+    gate = result.get("gate") or {}
+    m = gate.get("metrics") or {}
+    retention = m.get("tool_retention")
+    return [
+        str(result.get("steps_run")),
+        str(m.get("tool_probes")),
+        str(m.get("reference_tool_calls")),
+        str(m.get("tool_calls_kept")),
+        "not measurable" if retention is None else f"{retention:.0%}",
+        f"{m.get('reference_bleed_rate', 0):.0%} -> {m.get('candidate_bleed_rate', 0):.0%}",
+        f"{m.get('reference_correct')}/{m.get('eval_rows')} -> {m.get('candidate_correct')}/{m.get('eval_rows')}",
+        f"{m.get('candidate_format_rate', 0):.0%}",
+        str(gate.get("promoted")),
+    ]
 
 
 if __name__ == "__main__":
