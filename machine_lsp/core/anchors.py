@@ -21,8 +21,9 @@ the run on its own training data. Agent turns that resemble a probe are skipped 
 
 How many: `ceil(anchor_ratio * tagged rows)`, at most `len(ANCHOR_POOL)`; agent turns take up to half of them
 (newest first), the pool the rest; plus `ceil(anchor_ratio * tagged rows with tools)` workspace requests asked in
-the contexts that offer tools (`tool_anchor_count`). The count depends only on the row count and the ratio, so the plan printed
-before a run (scaffold.estimate) and the job agree without reading any agent log.
+the contexts that offer tools (`tool_anchor_count`). The count depends only on the rows (how many, how many declare
+`tools`) and the ratio, so the plan printed before a run (scaffold.estimate) and the job agree without reading any
+agent log.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ ANCHOR_POOL: tuple[str, ...] = tuple(q for group in ANCHOR_POOL_BY_KIND.values()
 # Workspace requests an agent meets with a tool call (read, list, search, run, look up): asked only inside a tagged
 # context that declares `tools`, where the base model's own answer (a call, or not) is what the run must keep.
 # Measured (bench/tool_retention.py, a base that calls tools): style rows tagged where tools were offered, scoped
-# with pool requests only, kept the base's tool call on 7/10 of the gate's tool probes (0/10 unscoped).
+# with pool requests only, kept the base's tool call on 7/10 of the gate's tool probes (0/10 unscoped); with these
+# (`tool_anchor_count`), 9/10.
 TOOL_REQUESTS: tuple[str, ...] = (
     "Print the first lines of pyproject.toml.",
     "Search the code for the word deprecated.",
