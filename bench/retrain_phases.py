@@ -29,7 +29,9 @@ from machine_lsp.core.schema import Message, Source, TagRecord  # noqa: E402
 from machine_lsp.core.store import Store  # noqa: E402
 
 
-def tag(project: Path, first: int, n: int) -> None:
+def tag(project: Path, first: int, n: int, tools: list[dict[str, Any]] | None = None) -> None:
+    """`n` good `answer: N` tags from question `first` on, over four sessions; with `tools`, tagged where those
+    tools were offered (an agent's context)."""
     store = Store.open(project)
     for a in range(first, first + n):
         store.append(
@@ -49,6 +51,7 @@ def tag(project: Path, first: int, n: int) -> None:
                 ),
                 created_at="2026-12-03T10:00:00.000Z",
                 tool_version="0.1.0",
+                extra={"tools": tools} if tools else {},
             )
         )
 

@@ -35,6 +35,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.retrain_phases import tag as tag_style  # noqa: E402
 from machine_lsp.core import runs  # noqa: E402
 from machine_lsp.core.schema import Message, Source, TagRecord, ToolCall, ToolFunction  # noqa: E402
 from machine_lsp.core.store import Store  # noqa: E402
@@ -87,33 +88,6 @@ def tag_tool_calls(project: Path, n: int) -> None:
                 tool_version="0.1.0",
                 trace=True,
                 extra={"tools": list(ALL_TOOLS)},
-            )
-        )
-
-
-def tag_style(project: Path, n: int, tools: list[dict[str, Any]] | None) -> None:
-    """bench/retrain_phases.py's `answer: N` rows (four sessions); with `tools`, asked where those tools are offered
-    (an agent's context: the case where a style can take the place of a tool call)."""
-    store = Store.open(project)
-    for a in range(n):
-        store.append(
-            TagRecord(
-                id=f"r{a}",
-                verdict="good",
-                messages=[
-                    Message(role="user", content=f"What is {a + 3} plus {2 * a + 5}?"),
-                    Message(role="assistant", content=f"answer: {3 * a + 8}"),
-                ],
-                source=Source(
-                    kind="session_log",
-                    uri=f"file:///logs/s{a % 4}.jsonl",
-                    line=a + 1,
-                    end_line=a + 1,
-                    session_id=f"s{a % 4}",
-                ),
-                created_at="2026-12-04T10:00:00.000Z",
-                tool_version="0.1.0",
-                extra={"tools": tools} if tools else {},
             )
         )
 
@@ -195,7 +169,7 @@ def main() -> None:
             scope, context = arm.split("-")
             toml = f'[train]\nmodel = "{model}"\nscope = "{scope}"\n'
             project = project_with(root, f"style-{arm}", toml)
-            tag_style(project, args.tags, list(ALL_TOOLS) if context == "tools" else None)
+            tag_style(project, 0, args.tags, list(ALL_TOOLS) if context == "tools" else None)
             wall, result, _run = job(project, "retrain")
             reports.append((f"{scope}, {context}", wall, result))
     print_table(teacher_wall, teacher_result, reports, args, load)

@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from anchor_project import tag_rows  # tests/jobs (pytest's pythonpath)
 
 from machine_lsp.core import runs
-from machine_lsp.core.schema import Message, Source, TagRecord
-from machine_lsp.core.store import Store
 from machine_lsp.engines import smollm2
 
 
@@ -37,26 +36,6 @@ def _merged(checkpoint: Path, out: Path) -> Path:
     return out
 
 
-def _tag(project: Path, n: int) -> None:
-    store = Store.open(project)
-    for a in range(n):
-        store.append(
-            TagRecord(
-                id=f"r{a}",
-                verdict="good",
-                messages=[
-                    Message(role="user", content=f"What is {a + 3} plus {2 * a + 5}?"),
-                    Message(role="assistant", content=f"answer: {3 * a + 8}"),
-                ],
-                source=Source(
-                    kind="session_log", uri=f"file:///s{a % 4}.jsonl", line=a + 1, session_id=f"s{a % 4}"
-                ),
-                created_at="2026-12-04T10:00:00.000Z",
-                tool_version="0.1.0",
-            )
-        )
-
-
 @pytest.mark.slow
 def test_the_gate_counts_tool_calls_kept_against_a_base_that_calls_tools(
     trained_checkpoint: Path, tmp_path: Path
@@ -65,7 +44,7 @@ def test_the_gate_counts_tool_calls_kept_against_a_base_that_calls_tools(
     project = tmp_path / "project"
     (project / ".machine").mkdir(parents=True)
     (project / "machine.toml").write_text(f'[train]\nmodel = "{model}"\n')
-    _tag(project, 12)
+    tag_rows(project, 12)
     done = subprocess.run(
         [sys.executable, "-m", "machine_lsp.jobs", "retrain", "--args-json", json.dumps({"steps": 2})],
         cwd=project,
