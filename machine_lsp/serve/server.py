@@ -331,6 +331,8 @@ async def run(
     generator = llama_backend.generator_for(loaded, max_batch=max_batch)  # torch waves or llama.cpp contexts
     generator.start()
     server = Server(loaded, generator, settings)
+    # Ready means fast: the validators are built before the port answers, not on an agent's first request.
+    await asyncio.get_running_loop().run_in_executor(server._prepare_pool, P.warm_validators)
     host, port = sock.getsockname()[:2]
     runner = web.AppRunner(
         server.app(port, host),
