@@ -83,6 +83,11 @@ class Server:
         self._prepare_pool = ThreadPoolExecutor(1, thread_name_prefix="machine-serve-prepare")
         self.prepare_renderer = copy.deepcopy(self.renderer)
 
+    async def warm(self) -> None:
+        """Ready means fast: the request validators are built (in the prepare thread that uses them) before the
+        port answers, not on an agent's first request."""
+        await asyncio.get_running_loop().run_in_executor(self._prepare_pool, P.warm_validators)
+
     @property
     def loaded(self) -> Loaded:
         return self.slot.loaded
@@ -331,8 +336,7 @@ async def run(
     generator = llama_backend.generator_for(loaded, max_batch=max_batch)  # torch waves or llama.cpp contexts
     generator.start()
     server = Server(loaded, generator, settings)
-    # Ready means fast: the validators are built before the port answers, not on an agent's first request.
-    await asyncio.get_running_loop().run_in_executor(server._prepare_pool, P.warm_validators)
+    await server.warm()
     host, port = sock.getsockname()[:2]
     runner = web.AppRunner(
         server.app(port, host),

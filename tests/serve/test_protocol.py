@@ -123,24 +123,34 @@ def test_unsupported_content_is_a_precise_400() -> None:
         P.from_responses({"model": "m", "input": "hi", "previous_response_id": "resp_1"})
 
 
-def test_warmed_validators_leave_a_first_request_nothing_to_import() -> None:
-    """`server.run` warms the validators before the port answers: after `warm_validators`, parsing a first request
-    of each API imports nothing (without it, the SDK types are imported then: 0.6-1.8 s on the first request)."""
+def test_a_ready_server_leaves_its_first_request_nothing_to_import(smollm2_dir: Path) -> None:
+    """`server.run` builds the validators before it reports ready: once `on_ready` fires, parsing a first request
+    of each API imports nothing (built on first use, the SDK types were imported then: 0.6-1.8 s)."""
     import subprocess
     import sys
 
     code = """
-import sys
-from machine_lsp.serve import protocol as P
-P.warm_validators()
-before = set(sys.modules)
-P.from_chat_completions({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
-P.from_responses({"model": "m", "input": "hi"})
-P.from_messages({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
-print(sorted(set(sys.modules) - before))
-print(P._adapter.cache_info().currsize)
+import asyncio, sys
+from machine_lsp.serve import llama_backend, server, protocol as P
+
+def ready(url):
+    before = set(sys.modules)
+    P.from_chat_completions({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    P.from_responses({"model": "m", "input": "hi"})
+    P.from_messages({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})
+    print(sorted(set(sys.modules) - before), P._adapter.cache_info().currsize)
+    stop.set()
+
+async def main():
+    global stop
+    stop = asyncio.Event()
+    loaded = llama_backend.load_backend(None, None)
+    settings = server.ServeSettings(model_name="m", checkpoint="base")
+    await server.run(server.bind("127.0.0.1", 0), loaded, settings, on_ready=ready, stop=stop)
+
+asyncio.run(main())
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["[]", "3"]
 
