@@ -8,6 +8,7 @@ in the editor, written as the files `machine export` gives for those tags (under
 - ``sft_full.jsonl`` -- every good answer SFT can use: the good rows plus the rewrites applied (the store's good
   rows, as `machine train sft` reads them): ``--good + --rewrites`` rows.
 - ``sft_half.jsonl`` -- half of them: the rewrites alone (the good answers the preference arms also see).
+- ``sft_other_half.jsonl`` -- the other half: the good rows alone (how much the choice of the half matters).
 - ``pairs.jsonl``    -- one pair per rewrite, in the cookbook's comparison format (`machine export pairs`): the
   rewrite is chosen (label "A"), the model's chatty original rejected.
 - ``kto.jsonl``      -- every tag as a KTO example (`machine export kto`): the rewrites desirable; the rewritten
@@ -108,6 +109,7 @@ class Corpus:
         return {
             "sft_full.jsonl": [{"messages": m} for m in self.good] + rewrites,
             "sft_half.jsonl": rewrites,
+            "sft_other_half.jsonl": [{"messages": m} for m in self.good],
             "pairs.jsonl": pairs,
             "kto.jsonl": kto,
             "eval.jsonl": self.eval,

@@ -29,6 +29,12 @@ WEIGHTS_1 = "machine-kto-weights-1.toml"
 ARMS: dict[str, tuple[str, list[str], str]] = {
     "sft-full": ("sft", ["--data", "data/sft_full.jsonl"], "SFT on every good answer (good rows + rewrites)"),
     "sft-half": ("sft", ["--data", "data/sft_half.jsonl"], "SFT on half of them (the rewrites)"),
+    # The same count of good answers as sft-half, other rows: how much the choice of the half moves exact match
+    "sft-other-half": (
+        "sft",
+        ["--data", "data/sft_other_half.jsonl"],
+        "SFT on the other half (the good rows alone)",
+    ),
     "dpo": ("dpo", ["--data", "data/pairs.jsonl"], "DPO on the pairs (rewrite vs chatty original)"),
     "kto": (
         "kto",
@@ -200,6 +206,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=12, help="optimizer steps per arm (each stage of sft+dpo)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seeds",
+        default="",
+        help="comma-separated corpus seeds, e.g. 0,1,2: each a run of its own in WORKDIR/seed-S, then "
+        "WORKDIR/pooled.json pools their held-out rows (replaces --seed)",
+    )
     p.add_argument("--corpus", default="", help="extra make_corpus.py arguments, e.g. '--bad 4 --eval 2'")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, of {', '.join(ARMS)}")
     p.add_argument("--workdir", type=Path, default=HERE / "work", help="recreated on every run (but --keep)")
@@ -209,7 +221,89 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = [a for a in args.arms if a not in ARMS]
     if unknown:
         p.error(f"unknown arm(s) {', '.join(unknown)}: choose from {', '.join(ARMS)}")
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        p.error(f"--seeds takes comma-separated integers, got {args.seeds!r}")
     return args
+
+
+def make_corpus(work: Path, seed: int, corpus_args: str) -> None:
+    """Write data/ (the same seed and arguments give the same bytes); a kept work directory whose held-out rows were
+    drawn with other arguments is refused, as its arms' results would not be on these rows."""
+    manifest = work / "data" / "manifest.json"
+    before = json.loads(manifest.read_text())["files"]["eval.jsonl"] if manifest.exists() else None
+    m = [sys.executable, str(HERE / "make_corpus.py"), "--out", "data", "--seed", str(seed)]
+    run([*m, *corpus_args.split()], work)
+    if before is not None and json.loads(manifest.read_text())["files"]["eval.jsonl"] != before:
+        raise SystemExit(
+            f"run_example: {work} was run on other held-out rows; drop --keep or use its --corpus"
+        )
+
+
+def run_seed(args: argparse.Namespace, work: Path, seed: int) -> dict:
+    """One corpus seed: the corpus, the baseline, each arm; work/summary.json."""
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    (work / ".machine").mkdir(parents=True, exist_ok=True)
+    (work / "machine.toml").write_text(MACHINE_TOML, encoding="utf-8")
+    weights_1 = MACHINE_TOML.replace("[train]\n", "[train]\nkto_desirable_weight = 1.0\n", 1)
+    (work / WEIGHTS_1).write_text(weights_1, encoding="utf-8")
+    make_corpus(work, seed, args.corpus)
+    if not (work / "eval_results" / "baseline.json").exists():
+        run([*machine_argv(), "train", "eval", "baseline", "--data", "data/eval.jsonl", "--yes"], work)
+    for name in args.arms:
+        run_arm(name, args.steps, work)
+    summary = summarize(work, args.arms)
+    summary.update(
+        steps=args.steps,
+        seed=seed,
+        corpus_args=args.corpus,
+        load_average_at_end=list(os.getloadavg()),
+        cpu_count=os.cpu_count(),
+    )
+    (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def pool(work: Path, seeds: list[int], names: list[str]) -> dict:
+    """Every seed's held-out rows as one paired sample (row ids prefixed by the seed): each arm's totals and the
+    exact McNemar p against sft-full and sft-half over all of them."""
+    from machine_lsp.core.evals import mcnemar_exact_p
+
+    def correct(name: str) -> dict[str, bool]:
+        return {
+            f"{seed}/{r['id']}": r["correct"]
+            for seed in seeds
+            for r in json.loads((work / f"seed-{seed}" / "eval_results" / f"{name}.json").read_text())["rows"]
+        }
+
+    arms = []
+    for name in ["baseline", *names]:
+        records = [arm_record(work / f"seed-{seed}", name) for seed in seeds]
+        arm = {"arm": name, "per_seed_exact": [r["exact"] for r in records]}
+        arm.update({key: sum(r[key] for r in records) for key in ("n", "exact", "format_ok")})
+        mine = correct(name)
+        for ref in (REFERENCE_ARM, HALF_ARM):
+            if ref in names and ref != name:
+                theirs = correct(ref)
+                gained = sum(1 for k, ok in mine.items() if ok and not theirs[k])
+                lost = sum(1 for k, ok in mine.items() if theirs[k] and not ok)
+                arm[f"vs_{ref}"] = {
+                    "gained": gained,
+                    "lost": lost,
+                    "mcnemar_p": mcnemar_exact_p(gained, lost),
+                }
+        arms.append(arm)
+    return {"seeds": seeds, "arms": arms}
+
+
+def print_summary(arms: list[dict]) -> None:
+    for arm in arms:
+        p = f", McNemar p vs {arm['vs']} {arm['mcnemar_p']:.4g}" if "vs" in arm else ""
+        ref = arm.get(f"vs_{REFERENCE_ARM}")
+        p = p or (f", McNemar p vs {REFERENCE_ARM} {ref['mcnemar_p']:.4g}" if ref else "")
+        print(f"{arm['arm']:>14}: exact {arm['exact']}/{arm['n']}, format {arm['format_ok']}/{arm['n']}{p}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -217,32 +311,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     work: Path = args.workdir.resolve()
     if work == HERE or HERE.is_relative_to(work):
         raise SystemExit("run_example: --workdir must be a directory of its own")
-    if not args.keep:
-        shutil.rmtree(work, ignore_errors=True)
-    (work / ".machine").mkdir(parents=True, exist_ok=True)
-    (work / "machine.toml").write_text(MACHINE_TOML, encoding="utf-8")
-    weights_1 = MACHINE_TOML.replace("[train]\n", "[train]\nkto_desirable_weight = 1.0\n", 1)
-    (work / WEIGHTS_1).write_text(weights_1, encoding="utf-8")
     os.environ.pop("MACHINE_HOME", None)  # the work directory is the project
-    m = machine_argv()
-    if not (work / "eval_results" / "baseline.json").exists():
-        corpus = [sys.executable, str(HERE / "make_corpus.py"), "--out", "data", "--seed", str(args.seed)]
-        run([*corpus, *args.corpus.split()], work)
-        run([*m, "train", "eval", "baseline", "--data", "data/eval.jsonl", "--yes"], work)
-    for name in args.arms:
-        run_arm(name, args.steps, work)
-    summary = summarize(work, args.arms)
-    summary.update(
-        steps=args.steps,
-        seed=args.seed,
-        corpus_args=args.corpus,
-        load_average_at_end=list(os.getloadavg()),
-        cpu_count=os.cpu_count(),
-    )
-    (work / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    for arm in [summary["baseline"], *summary["arms"]]:
-        p = f", McNemar p vs {arm['vs']} {arm['mcnemar_p']:.4g}" if "vs" in arm else ""
-        print(f"{arm['arm']:>9}: exact {arm['exact']}/{arm['n']}, format {arm['format_ok']}/{arm['n']}{p}")
+    if not args.seeds:
+        summary = run_seed(args, work, args.seed)
+        print_summary([summary["baseline"], *summary["arms"]])
+        return 0
+    for seed in args.seeds:
+        run_seed(args, work / f"seed-{seed}", seed)
+    pooled = pool(work, args.seeds, args.arms)
+    pooled.update(steps=args.steps, corpus_args=args.corpus, cpu_count=os.cpu_count())
+    (work / "pooled.json").write_text(json.dumps(pooled, indent=2) + "\n", encoding="utf-8")
+    print(f"pooled over seeds {', '.join(map(str, args.seeds))}:")
+    print_summary(pooled["arms"])
     return 0
 
 

@@ -6,6 +6,10 @@
 arm's eval result and train-run manifest, the corpus manifest); the page is then rendered from `--results` alone:
 every number on it is read from those files, and their sha256 checksums close the page. `notes.md` in `--results`,
 when present, is the hand-written reading of the numbers, placed under the tables.
+
+`--from-seeds DIR` copies a multi-seed run (`run_example.py --seeds`: DIR/pooled.json and DIR/seed-S/) into
+`results-seeds/` beside `--results` the same way; when that directory exists the page gets a replication section,
+rendered from it alone, and its files join the checksums.
 """
 
 from __future__ import annotations
@@ -45,6 +49,22 @@ def collect(work: Path, results: Path) -> None:
         (results / "notes.md").write_text(notes, encoding="utf-8")
 
 
+def collect_seeds(work: Path, seeds_dir: Path) -> None:
+    """Copy a multi-seed work directory's result files into `seeds_dir` (replaced): pooled.json and, per seed, what
+    `collect` copies of a single run."""
+    pooled = json.loads((work / "pooled.json").read_text(encoding="utf-8"))
+    shutil.rmtree(seeds_dir, ignore_errors=True)
+    seeds_dir.mkdir(parents=True)
+    shutil.copy(work / "pooled.json", seeds_dir / "pooled.json")
+    for seed in pooled["seeds"]:
+        collect(work / f"seed-{seed}", seeds_dir / f"seed-{seed}")
+
+
+def as_good(arm: dict, ref: dict) -> bool:
+    """The measure: at least as many held-out rows right and in format as the reference."""
+    return arm["exact"] >= ref["exact"] and arm["format_ok"] >= ref["format_ok"]
+
+
 def _p(arm: dict) -> str:
     return (
         f"{arm['mcnemar_p']:.4g} ({arm['gained']} gained, {arm['lost']} lost)" if "mcnemar_p" in arm else "—"
@@ -77,10 +97,6 @@ def measure(summary: dict) -> list[str]:
         if ref_name not in arms:
             continue
         ref = arms[ref_name]
-
-        def as_good(a: dict, ref: dict = ref) -> bool:
-            return a["exact"] >= ref["exact"] and a["format_ok"] >= ref["format_ok"]
-
         lines += [f"Against `{ref_name}` ({ARMS[ref_name][2]}):", ""]
         for name, a in arms.items():
             if ARMS[name][0] != "sft":
@@ -88,11 +104,13 @@ def measure(summary: dict) -> list[str]:
                 lines.append(
                     f"- `{name}`: exact {a['exact']} vs {ref['exact']}, format {a['format_ok']} vs "
                     f"{ref['format_ok']}: "
-                    + ("**at least as good**" if as_good(a) else "**worse**")
+                    + ("**at least as good**" if as_good(a, ref) else "**worse**")
                     + f" (exact McNemar p {p:.4g})"
                 )
         verdict = {
-            kind: "met" if any(as_good(a) for n, a in arms.items() if ARMS[n][0] in objectives) else "not met"
+            kind: "met"
+            if any(as_good(a, ref) for n, a in arms.items() if ARMS[n][0] in objectives)
+            else "not met"
             for kind, objectives in (("alone", ("dpo", "kto")), ("staged", ("sft+dpo",)))
         }
         lines += [
@@ -122,15 +140,60 @@ def losses(summary: dict) -> list[str]:
     return lines
 
 
-def checksums(results: Path) -> list[str]:
+def replication(seeds_dir: Path) -> list[str]:
+    """The multi-seed run: each arm's exact match over every seed's held-out rows, the exact McNemar p on those
+    paired rows against sft-full and sft-half, and the measure decided on them."""
+    pooled = json.loads((seeds_dir / "pooled.json").read_text(encoding="utf-8"))
+    seeds = pooled["seeds"]
+    per_seed = json.loads((seeds_dir / f"seed-{seeds[0]}" / "corpus-manifest.json").read_text())["counts"]
+    refs = [r for r in (REFERENCE_ARM, HALF_ARM) if any(a["arm"] == r for a in pooled["arms"])]
+    lines = [
+        f"`python run_example.py --seeds {','.join(map(str, seeds))} --steps {pooled['steps']}"
+        + (f" --corpus '{pooled['corpus_args']}'" if pooled["corpus_args"] else "")
+        + f" --arms {','.join(a['arm'] for a in pooled['arms'][1:])}`: {len(seeds)} corpora (each seed draws its"
+        f" own {per_seed['good']} good rows, {per_seed['rewrites']} rewrites, {per_seed['bad']} more bad answers"
+        f" and {per_seed['eval']} held-out rows), every arm trained and evaluated on each; the McNemar p pairs"
+        " the same held-out row of the same seed.",
+        "",
+        "| arm | trains on | exact, all seeds | exact per seed | format | "
+        + " | ".join(f"McNemar p vs `{r}`" for r in refs)
+        + " |",
+        "|---|---|---:|---|---:|" + "---|" * len(refs),
+    ]
+    for arm in pooled["arms"]:
+        what = ARMS[arm["arm"]][2] if arm["arm"] in ARMS else "nothing (the base model)"
+        cells = [_p(arm[f"vs_{r}"]) if f"vs_{r}" in arm else "—" for r in refs]
+        lines.append(
+            f"| {arm['arm']} | {what} | {arm['exact']}/{arm['n']} | {' / '.join(map(str, arm['per_seed_exact']))}"
+            f" | {arm['format_ok']}/{arm['n']} | " + " | ".join(cells) + " |"
+        )
+    arms = {a["arm"]: a for a in pooled["arms"]}
+    preference = [n for n in arms if n in ARMS and ARMS[n][0] != "sft"]
+    for ref in refs:
+        met = [n for n in preference if as_good(arms[n], arms[ref])]
+        figures = ", ".join(f"`{n}` {arms[n]['exact']}" for n in preference)
+        lines += [
+            "",
+            f"DPO or KTO at least as good as `{ref}` on every seed's held-out rows together: "
+            + (f"**met** by {', '.join(f'`{n}`' for n in met)}" if met else "**not met**")
+            + f" (exact {figures} vs {arms[ref]['exact']}).",
+        ]
+    return lines
+
+
+def checksums(results: Path, seeds_dir: Path | None = None) -> list[str]:
     lines = ["| file | sha256 |", "|---|---|"]
-    for path in sorted(p for p in results.rglob("*") if p.is_file()):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        lines.append(f"| `results/{path.relative_to(results).as_posix()}` | `{digest}` |")
+    for root in [results, *([seeds_dir] if seeds_dir else [])]:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            lines.append(f"| `{root.name}/{path.relative_to(root).as_posix()}` | `{digest}` |")
     return lines
 
 
 def render(results: Path) -> str:
+    """The page, from `results` and, when it exists, the multi-seed run in `results-seeds` beside it."""
+    seeds_dir = results.parent / "results-seeds"
+    seeds_dir = seeds_dir if (seeds_dir / "pooled.json").exists() else None
     summary = json.loads((results / "summary.json").read_text(encoding="utf-8"))
     corpus = json.loads((results / "corpus-manifest.json").read_text(encoding="utf-8"))
     counts = corpus["counts"]
@@ -166,9 +229,11 @@ def render(results: Path) -> str:
         *outputs(results, summary),
         "",
     ]
+    if seeds_dir is not None:
+        parts += ["## Replication over corpus seeds", "", *replication(seeds_dir), ""]
     if notes:
         parts += ["## Reading the numbers", "", notes, ""]
-    parts += ["## Checksums", "", *checksums(results), ""]
+    parts += ["## Checksums", "", *checksums(results, seeds_dir), ""]
     return "\n".join(parts)
 
 
@@ -177,11 +242,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--from", dest="work", type=Path, help="copy the result files out of this work directory first"
     )
+    p.add_argument(
+        "--from-seeds",
+        dest="seeds_work",
+        type=Path,
+        help="copy a multi-seed run (run_example.py --seeds) out of this work directory into results-seeds/",
+    )
     p.add_argument("--results", type=Path, default=HERE / "docs" / "results")
     p.add_argument("--out", type=Path, default=HERE / "docs" / "RESULTS.md")
     args = p.parse_args(argv)
     if args.work is not None:
         collect(args.work, args.results)
+    if args.seeds_work is not None:
+        collect_seeds(args.seeds_work, args.results.parent / "results-seeds")
     args.out.write_text(render(args.results), encoding="utf-8")
     print(f"wrote {args.out} from {args.results}")
     return 0

@@ -32,6 +32,7 @@ def test_corpus_is_seeded_and_shaped_as_the_exports(tmp_path: Path) -> None:
     for name in (
         "sft_full.jsonl",
         "sft_half.jsonl",
+        "sft_other_half.jsonl",
         "pairs.jsonl",
         "kto.jsonl",
         "eval.jsonl",
@@ -46,6 +47,7 @@ def test_corpus_is_seeded_and_shaped_as_the_exports(tmp_path: Path) -> None:
     )
     assert (len(full), len(half), len(pairs), len(kto), len(held)) == (16, 8, 8, 40, 24)
     assert half == full[8:]  # half the good answers: the rewrites
+    assert read_jsonl(a / "sft_other_half.jsonl") == full[:8]  # the other half: the good rows
     for row, pair in zip(half, pairs, strict=True):
         comparison = pair["comparison"]
         assert pair["label"] == "A" and comparison["completion_A"] == [row["messages"][1]]
@@ -65,41 +67,56 @@ def test_corpus_is_seeded_and_shaped_as_the_exports(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_tiny_run_end_to_end_and_its_results_page(tmp_path: Path) -> None:
-    """SFT on every good answer vs SFT then RPO at the DPO stage's own rate (1 step per stage, 2 held-out rows),
-    the summary's McNemar p computed from the eval files, and a RESULTS page written from the collected files."""
+    """SFT on every good answer vs SFT then RPO at the DPO stage's own rate (1 step per stage, 2 held-out rows) on
+    two corpus seeds, each seed's McNemar p and the pooled one computed from the eval files, and a RESULTS page
+    written from the collected files, with its replication section."""
     work = tmp_path / "work"
     env = dict(os.environ, MACHINE_TORCH_THREADS="1")
     argv = [sys.executable, str(EXAMPLE / "run_example.py"), "--steps", "1", "--workdir", str(work)]
     argv += ["--corpus", "--good 2 --rewrites 2 --bad 1 --eval 2", "--arms", "sft-full,sft+dpo-rpo"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=850, env=env, check=False)
+    proc = subprocess.run(
+        [*argv, "--seeds", "0,1"], capture_output=True, text=True, timeout=850, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    summary = json.loads((work / "summary.json").read_text())
+    summaries = [json.loads((work / f"seed-{s}" / "summary.json").read_text()) for s in (0, 1)]
+    assert [s["seed"] for s in summaries] == [0, 1]
+    summary = summaries[0]
     assert [a["arm"] for a in summary["arms"]] == ["sft-full", "sft+dpo-rpo"]
     sft, staged = summary["arms"]
     assert summary["baseline"]["n"] == sft["n"] == staged["n"] == 2
     assert "mcnemar_p" not in sft and 0 <= staged["mcnemar_p"] <= 1
-    assert staged["gained"] + staged["lost"] <= 2 and staged["steps"] == 2 and len(staged["losses"]) == 2
-    manifest = json.loads((work / ".machine" / "runs" / staged["run_id"] / "manifest.json").read_text())
-    sft_stage, dpo_stage = manifest["objective"]["stages"]
-    assert (sft_stage["objective"], dpo_stage["objective"]) == ("sft", "dpo")
-    assert sft_stage["learning_rate"] == 5e-4 and dpo_stage["learning_rate"] == pytest.approx(5e-5)
-    assert dpo_stage["rpo_alpha"] == 1.0
-    lines = (work / ".machine" / "runs" / staged["run_id"] / "metrics.jsonl").read_text().splitlines()
-    dpo_step = json.loads(lines[1])
-    terms = dpo_step["objective"]
-    assert dpo_step["lr"] == pytest.approx(5e-5) and terms["nll_loss"] > 0
-    assert terms["preference_loss"] == pytest.approx(
-        0.6931, abs=1e-3
-    )  # the DPO stage starts at its reference
-    assert staged["losses"][1] == pytest.approx(terms["preference_loss"] + terms["nll_loss"], abs=1e-4)
+    pooled = json.loads((work / "pooled.json").read_text())
+    assert pooled["seeds"] == [0, 1] and [a["arm"] for a in pooled["arms"]] == [
+        "baseline",
+        "sft-full",
+        "sft+dpo-rpo",
+    ]
+    both = {a["arm"]: a for a in pooled["arms"]}["sft+dpo-rpo"]
+    assert both["n"] == 4 and both["per_seed_exact"] == [s["arms"][1]["exact"] for s in summaries]
+    assert both["exact"] == sum(both["per_seed_exact"])
+    rows = {
+        arm: [r["correct"] for s in (0, 1) for r in eval_rows(work / f"seed-{s}", arm)]
+        for arm in ("sft-full", "sft+dpo-rpo")
+    }
+    paired = list(zip(rows["sft-full"], rows["sft+dpo-rpo"], strict=True))
+    assert both["vs_sft-full"]["gained"] == sum(1 for ref, mine in paired if mine and not ref)
+    assert both["vs_sft-full"]["lost"] == sum(1 for ref, mine in paired if ref and not mine)
 
     results, page = tmp_path / "results", tmp_path / "RESULTS.md"
-    assert write_results.main(["--from", str(work), "--results", str(results), "--out", str(page)]) == 0
+    argv = ["--from", str(work / "seed-0"), "--from-seeds", str(work), "--results", str(results)]
+    assert write_results.main([*argv, "--out", str(page)]) == 0
     text = page.read_text()
     what = "SFT on the rewrites, then RPO (alpha 1) on the pairs at a tenth of the rate"
     assert f"| sft+dpo-rpo | {what} | 2 | {staged['exact']}/2 |" in text
     assert "The measure needs" not in text and "with half the good rows" in text
+    assert "## Replication over corpus seeds" in text and "--seeds 0,1 --steps 1" in text
+    assert f"| sft+dpo-rpo | {what} | {both['exact']}/4 | {both['per_seed_exact'][0]} / " in text
+    assert "`results-seeds/seed-1/eval_results/sft+dpo-rpo.json`" in text
     assert text == write_results.render(results)
+
+
+def eval_rows(work: Path, arm: str) -> list[dict]:
+    return json.loads((work / "eval_results" / f"{arm}.json").read_text())["rows"]
 
 
 RESULTS = EXAMPLE / "docs" / "results"
