@@ -11,6 +11,8 @@ in the editor, written as the files `machine export` gives for those tags (under
 - ``sft_other_half.jsonl`` -- the other half: the good rows alone (how much the choice of the half matters).
 - ``pairs.jsonl``    -- one pair per rewrite, in the cookbook's comparison format (`machine export pairs`): the
   rewrite is chosen (label "A"), the model's chatty original rejected.
+- ``pairs_wrong_sum.jsonl`` -- the same chosen answers against ``answer: N`` with a wrong N (1 to 9 off): pairs
+  that differ in the digits, not the style (what a user tags when the model kept the format and slipped).
 - ``kto.jsonl``      -- every tag as a KTO example (`machine export kto`): the rewrites desirable; the rewritten
   originals and the other ``--bad`` chatty answers undesirable.
 - ``eval.jsonl``     -- held-out rows graded ``exact`` against ``answer: N``.
@@ -87,6 +89,13 @@ class Corpus:
             {"messages": [user(q)], "expected": f"answer: {a + b}", "match": "exact", "id": f"eval-{i:03d}"}
             for i, (q, a, b) in enumerate(asked[x:], start=1)
         ]
+        # Drawn last, so every other file keeps its bytes: what the model said had it kept the style and slipped
+        # on the sum (1 to 9 off), for the pairs that differ in the digits rather than the style
+        slips = [rng.choice((-1, 1)) * rng.randint(1, 9) for _ in self.rewritten]
+        self.wrong_sums = [
+            f"answer: {int(better.split()[1]) + d}"
+            for (_, better, _), d in zip(self.rewritten, slips, strict=True)
+        ]
 
     def files(self) -> dict[str, list[dict]]:
         rewrites = [{"messages": [*prompt, assistant(better)]} for prompt, better, _ in self.rewritten]
@@ -111,6 +120,10 @@ class Corpus:
             "sft_half.jsonl": rewrites,
             "sft_other_half.jsonl": [{"messages": m} for m in self.good],
             "pairs.jsonl": pairs,
+            "pairs_wrong_sum.jsonl": [
+                {**pair, "comparison": {**pair["comparison"], "completion_B": [assistant(wrong)]}}
+                for pair, wrong in zip(pairs, self.wrong_sums, strict=True)
+            ],
             "kto.jsonl": kto,
             "eval.jsonl": self.eval,
         }

@@ -66,6 +66,12 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
         ["--data", "data/pairs.jsonl", "--rpo-alpha", "1"],
         "DPO + NLL of the chosen answer (RPO, rpo_alpha 1)",
     ),
+    # Pairs that differ in the digits, not the style: does the preference term teach sums when it can see them?
+    "dpo-rpo-wrong-sum": (
+        "dpo",
+        ["--data", "data/pairs_wrong_sum.jsonl", "--rpo-alpha", "1"],
+        "DPO + NLL of the chosen answer (RPO, alpha 1) on pairs whose rejected is `answer: N` with a wrong N",
+    ),
     "sft+dpo-rpo": (
         "sft+dpo",
         ["--data", "data/sft_half.jsonl", "--pairs", "data/pairs.jsonl", "--rpo-alpha", "1"],

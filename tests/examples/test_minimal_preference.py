@@ -34,6 +34,7 @@ def test_corpus_is_seeded_and_shaped_as_the_exports(tmp_path: Path) -> None:
         "sft_half.jsonl",
         "sft_other_half.jsonl",
         "pairs.jsonl",
+        "pairs_wrong_sum.jsonl",
         "kto.jsonl",
         "eval.jsonl",
         "manifest.json",
@@ -56,6 +57,13 @@ def test_corpus_is_seeded_and_shaped_as_the_exports(tmp_path: Path) -> None:
         assert (
             row["messages"][1]["content"] == f"answer: {total}" and str(total) in chatty != row["messages"][1]
         )
+    for pair, slipped in zip(pairs, read_jsonl(a / "pairs_wrong_sum.jsonl"), strict=True):
+        assert slipped["comparison"]["completion_A"] == pair["comparison"]["completion_A"]
+        right, wrong = (
+            int(c[0]["content"].removeprefix("answer: "))
+            for c in (slipped["comparison"]["completion_A"], slipped["comparison"]["completion_B"])
+        )
+        assert 1 <= abs(wrong - right) <= 9
     assert sum(1 for r in kto if r["label"]) == 8 and sum(1 for r in kto if not r["label"]) == 32
     trained = {operands(r["prompt"][0]["content"]) for r in kto} | {
         operands(r["messages"][0]["content"]) for r in full
