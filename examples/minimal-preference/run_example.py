@@ -183,28 +183,32 @@ def arm_record(work: Path, name: str) -> dict:
     return record
 
 
-def summarize(work: Path, names: list[str]) -> dict:
-    """Exact match and format rate per arm, and the exact McNemar p against sft-full (core.evals)."""
+def correct(work: Path, name: str, prefix: str = "") -> dict[str, bool]:
+    """An arm's held-out verdicts by row id (`prefix` keeps ids of several seeds apart)."""
+    rows = json.loads((work / "eval_results" / f"{name}.json").read_text())["rows"]
+    return {f"{prefix}{r['id']}": r["correct"] for r in rows}
+
+
+def versus(mine: dict[str, bool], ref: dict[str, bool]) -> dict:
+    """Rows gained and lost against the reference arm, paired by id, and their exact McNemar p (the gate's own
+    pairing and test)."""
     from machine_lsp.core.evals import mcnemar_exact_p
+    from machine_lsp.core.gate import paired_counts
 
-    def correct(name: str) -> dict[str, bool]:
-        rows = json.loads((work / "eval_results" / f"{name}.json").read_text())["rows"]
-        return {r["id"]: r["correct"] for r in rows}
+    gained, lost = paired_counts([ref[k] for k in mine], list(mine.values()))
+    return {"gained": gained, "lost": lost, "mcnemar_p": mcnemar_exact_p(gained, lost)}
 
-    def versus(name: str, ref: dict[str, bool]) -> dict:
-        mine = correct(name)
-        gained = sum(1 for k, ok in mine.items() if ok and not ref[k])
-        lost = sum(1 for k, ok in mine.items() if ref[k] and not ok)
-        return {"gained": gained, "lost": lost, "mcnemar_p": mcnemar_exact_p(gained, lost)}
 
-    ref = correct(REFERENCE_ARM) if REFERENCE_ARM in names else None
-    half = correct(HALF_ARM) if HALF_ARM in names else None
+def summarize(work: Path, names: list[str]) -> dict:
+    """Exact match and format rate per arm, and the exact McNemar p against sft-full and sft-half."""
+    ref = correct(work, REFERENCE_ARM) if REFERENCE_ARM in names else None
+    half = correct(work, HALF_ARM) if HALF_ARM in names else None
     records = [arm_record(work, name) for name in ["baseline", *names]]
     for arm in records:
         if ref is not None and arm["arm"] != REFERENCE_ARM:
-            arm.update(vs=REFERENCE_ARM, **versus(arm["arm"], ref))
+            arm.update(vs=REFERENCE_ARM, **versus(correct(work, arm["arm"]), ref))
         if half is not None and arm["arm"] not in ("baseline", HALF_ARM):
-            arm["vs_half"] = {"vs": HALF_ARM, **versus(arm["arm"], half)}
+            arm["vs_half"] = {"vs": HALF_ARM, **versus(correct(work, arm["arm"]), half)}
     return {"baseline": records[0], "arms": records[1:]}
 
 
@@ -275,31 +279,18 @@ def run_seed(args: argparse.Namespace, work: Path, seed: int) -> dict:
 def pool(work: Path, seeds: list[int], names: list[str]) -> dict:
     """Every seed's held-out rows as one paired sample (row ids prefixed by the seed): each arm's totals and the
     exact McNemar p against sft-full and sft-half over all of them."""
-    from machine_lsp.core.evals import mcnemar_exact_p
 
-    def correct(name: str) -> dict[str, bool]:
-        return {
-            f"{seed}/{r['id']}": r["correct"]
-            for seed in seeds
-            for r in json.loads((work / f"seed-{seed}" / "eval_results" / f"{name}.json").read_text())["rows"]
-        }
+    def pooled(name: str) -> dict[str, bool]:
+        return {k: ok for seed in seeds for k, ok in correct(work / f"seed-{seed}", name, f"{seed}/").items()}
 
     arms = []
     for name in ["baseline", *names]:
         records = [arm_record(work / f"seed-{seed}", name) for seed in seeds]
         arm = {"arm": name, "per_seed_exact": [r["exact"] for r in records]}
         arm.update({key: sum(r[key] for r in records) for key in ("n", "exact", "format_ok")})
-        mine = correct(name)
         for ref in (REFERENCE_ARM, HALF_ARM):
             if ref in names and ref != name:
-                theirs = correct(ref)
-                gained = sum(1 for k, ok in mine.items() if ok and not theirs[k])
-                lost = sum(1 for k, ok in mine.items() if theirs[k] and not ok)
-                arm[f"vs_{ref}"] = {
-                    "gained": gained,
-                    "lost": lost,
-                    "mcnemar_p": mcnemar_exact_p(gained, lost),
-                }
+                arm[f"vs_{ref}"] = versus(pooled(name), pooled(ref))
         arms.append(arm)
     return {"seeds": seeds, "arms": arms}
 
