@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine_lsp.core import disk_room
 from machine_lsp.core.build_once import build_once
 from machine_lsp.engines.base import EngineError
 
@@ -279,8 +280,7 @@ def _convert(source: Path, temp: Path, target: Path, report: Progress) -> None:
             quantizer.remove_quantization_config(model)
         model.config.name_or_path = MODEL_NAME
         report(f"{DIR_NAME}: dequantized in {time.monotonic() - started:.0f}s; writing safetensors")
-        model.save_pretrained(str(temp))
-        tok.save_pretrained(str(temp))
+        _write_with_room(model, tok, temp)
         del model
         marker = {
             "converter_version": CONVERTER_VERSION,
@@ -296,3 +296,24 @@ def _convert(source: Path, temp: Path, target: Path, report: Progress) -> None:
             os.environ.pop("TQDM_DISABLE", None)
         else:
             os.environ["TQDM_DISABLE"] = previous_tqdm
+
+
+# tokenizer.json, its config and the chat template: ~3.5 MB for SmolLM2; a bound, so the estimate stays above.
+_TOKENIZER_FILES_BYTES = 8 << 20
+
+
+def _write_with_room(model: Any, tok: Any, temp: Path) -> None:
+    """Write the converted model, refusing in one line (size, free space) when the cache's disk has no room."""
+    need = sum(p.numel() * p.element_size() for p in model.parameters()) + _TOKENIZER_FILES_BYTES
+    what = f"the converted {DIR_NAME}"
+    if short := disk_room.shortfall(temp, need, what):
+        raise EngineError(short)
+    try:
+        model.save_pretrained(str(temp))
+        tok.save_pretrained(str(temp))
+    except Exception as exc:
+        # The partial files stay until build_once removes them: count them as room, not as a lack of it.
+        written = sum(f.stat().st_size for f in temp.rglob("*") if f.is_file() and not f.is_symlink())
+        if short := disk_room.shortfall(temp, need - written, what, exc):
+            raise EngineError(short) from exc
+        raise

@@ -138,3 +138,46 @@ def test_second_process_waits_and_a_killed_conversion_leaves_nothing_behind(tmp_
     # a third call finds it done and converts nothing
     third = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
     assert third.returncode == 0 and ": converting " not in third.stderr
+
+
+ROOM_PROBE = """
+import sys
+from pathlib import Path
+from transformers import LlamaConfig, LlamaForCausalLM
+from machine_lsp.engines import smollm2
+from machine_lsp.engines.base import EngineError
+config = LlamaConfig(vocab_size=1024, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=4)
+temp = Path(sys.argv[1]) / ".SmolLM2-135M-Instruct.tmp-probe"
+temp.mkdir()
+try:
+    smollm2._write_with_room(LlamaForCausalLM(config), smollm2.build_tokenizer(smollm2.gguf_path()), temp)
+except EngineError as exc:
+    print("refused:", exc)
+print("files:", sorted(p.name for p in temp.iterdir()))
+"""
+
+
+@pytest.mark.slow
+def test_the_conversion_refuses_a_disk_without_room_in_one_line(tmp_path: Path) -> None:
+    """A real 4 MB tmpfs (private mount namespace) as the cache's disk: the converted model (a small real Llama
+    here, ~7 MB, plus the real SmolLM2 tokenizer) is refused before a byte is written. (That a disk with room is
+    not refused, the full conversion above shows.)"""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = 'mount -t tmpfs -o size=4m tmpfs "$1" || exit 99; exec "$2" -c "$3" "$1"'
+    proc = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script, "sh", disk, sys.executable, ROOM_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("refused: no room on the disk for the converted SmolLM2-135M-Instruct in "), (
+        lines
+    )
+    # 7 MiB of weights + 8 for the tokenizer, against the 4 MiB the disk has
+    assert lines[0].endswith("it needs about 17.0 MiB, 4.0 MiB free"), lines
+    assert lines[1] == "files: []"

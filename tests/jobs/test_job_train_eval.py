@@ -7,6 +7,7 @@ shared with the engine tests). Sizes are tiny: 6 rows, batches of 2-3, a handful
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -284,3 +285,56 @@ def test_machine_toml_adam_settings_reach_the_torch_optimizer(proj: Path, job_en
     assert code == 0, err[-3000:]
     resumed = events[0]["run_id"]
     assert all(g["eps"] == 1e-7 and tuple(g["betas"]) == (0.9, 0.95) for g in groups(resumed, "step-2"))
+
+
+def test_a_full_disk_refuses_the_checkpoint_in_one_line_and_keeps_the_run_record(
+    tmp_path: Path, proj: Path, job_env
+) -> None:  # noqa: ANN001
+    """The runs directory is a real 4 MiB tmpfs (in a private mount namespace): the step-2 checkpoint (~56 MiB)
+    does not fit. Before, torch failed mid-write with `[enforce fail at inline_container.cc:672] . unexpected pos`;
+    now the job refuses before the first byte, says how much it needs and has, and its run record stays whole."""
+    project, out = tmp_path / "proj", tmp_path / "out"
+    (project / ".machine" / "runs").mkdir(parents=True)
+    (project / "train.jsonl").write_bytes((proj / "train.jsonl").read_bytes())
+    (out / "runs").mkdir(parents=True)
+    args = json.dumps({"data": "train.jsonl", "batch_size": 2, "steps": 2, "save_every": 2})
+    script = (
+        'mount -t tmpfs -o size=4m,mode=700 tmpfs "$1/.machine/runs" || exit 99; cd "$1"; '
+        '"$2" -m machine_lsp.jobs train-run --args-json "$3" >"$4/events.jsonl"; rc=$?; '
+        'cp -r "$1/.machine/runs/." "$4/runs/"; exit $rc'
+    )
+    proc = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--map-root-user",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            project,
+            sys.executable,
+            args,
+            out,
+        ],
+        capture_output=True,
+        timeout=300,
+        env=_env(job_env),
+    )
+    assert proc.returncode == 1, proc.stderr.decode()[-3000:]
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    error = events[-1]
+    assert error["event"] == "error" and error["kind"] == "engine", error
+    message = error["message"]
+    head = "saving checkpoint step-2: no room on the disk for checkpoint local://"
+    assert message.startswith(head), message
+    assert "\n" not in message and "free; free some space" in message and "--resume" in message
+    need, free = (float(x) for x in re.findall(r"([\d.]+) MiB", message))
+    # a step checkpoint is ~56 MiB (the adapter and Adam's two moments), against the 4 MiB the disk has
+    assert 55 < need < 65 and free <= 4.0, message
+    [run_dir] = (out / "runs").iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["error"] == message
+    assert manifest["steps_done"] == 2 and manifest["checkpoints"] == []
+    assert not (run_dir / "checkpoints").exists(), "nothing half-written is left behind"
+    assert "Traceback" not in proc.stderr.decode()

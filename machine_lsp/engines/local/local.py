@@ -22,7 +22,9 @@ Training (`LocalTrainer.forward_backward`; SFT, the default objective, is comput
 
 Checkpoints: `<run_dir>/checkpoints/<name>/` with the peft adapter (`adapter_model.safetensors`,
 `adapter_config.json`), `optimizer.pt` and `manifest.json`, written to a temporary directory and renamed into
-place; addressed as `local://<run-id>/<name>` where `<run-id>` is the run directory's name.
+place; addressed as `local://<run-id>/<name>` where `<run-id>` is the run directory's name. A disk without room for
+one (about three times the trainable parameters' bytes) gets a one-line refusal before the first byte is written, or
+after a failed write once its partial files are gone (`core/disk_room.py`); the run's earlier checkpoints stay.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
+from machine_lsp.core import disk_room
 from machine_lsp.engines import render, smollm2
 from machine_lsp.engines.base import (
     CHECKPOINT_MANIFEST,
@@ -397,6 +400,9 @@ class LocalTrainer:
         target = parent / name
         if target.exists():
             raise EngineError(f"checkpoint {address} already exists at {target}; choose another name")
+        # Adapter weights plus Adam's two moments: about three times the trainable parameters' bytes.
+        need = 3 * sum(p.numel() * p.element_size() for p in self.params)
+        self._require_room(parent, need, address)
         parent.mkdir(parents=True, exist_ok=True)
         temp = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent))
         try:
@@ -419,10 +425,19 @@ class LocalTrainer:
                 msgspec.json.format(msgspec.json.encode(manifest)) + b"\n"
             )
             os.rename(temp, target)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(temp, ignore_errors=True)
+            if isinstance(exc, Exception):
+                self._require_room(parent, need, address, exc)
             raise
         return address
+
+    def _require_room(self, parent: Path, need: int, address: str, failure: Exception | None = None) -> None:
+        """Refuse a checkpoint the disk has no room for, with the size, the free space and how to go on."""
+        short = disk_room.shortfall(parent, need, f"checkpoint {address}", failure)
+        if short:
+            hint = f"free some space, then continue from the last checkpoint with --resume {self.run_id}"
+            raise EngineError(f"{short}; {hint}") from failure
 
     def load_checkpoint(self, path: Path, manifest: CheckpointManifest | None = None) -> None:
         """Load adapter weights (and optimizer state, step) from a checkpoint directory of this model."""
