@@ -287,39 +287,29 @@ def test_machine_toml_adam_settings_reach_the_torch_optimizer(proj: Path, job_en
     assert all(g["eps"] == 1e-7 and tuple(g["betas"]) == (0.9, 0.95) for g in groups(resumed, "step-2"))
 
 
+# The runs directory on a real 4 MiB tmpfs, mounted in a private mount namespace (unshare), so nothing outside the
+# test sees it; the run record is copied out before the namespace, and the tmpfs with it, goes away.
+SMALL_DISK_RUN = (
+    'mount -t tmpfs -o size=4m,mode=700 tmpfs "$1/.machine/runs" || exit 99; cd "$1"; '
+    '"$2" -m machine_lsp.jobs train-run --args-json "$3" >"$4/events.jsonl"; rc=$?; '
+    'cp -r "$1/.machine/runs/." "$4/runs/"; exit $rc'
+)
+
+
 def test_a_full_disk_refuses_the_checkpoint_in_one_line_and_keeps_the_run_record(
     tmp_path: Path, proj: Path, job_env
 ) -> None:  # noqa: ANN001
-    """The runs directory is a real 4 MiB tmpfs (in a private mount namespace): the step-2 checkpoint (~56 MiB)
-    does not fit. Before, torch failed mid-write with `[enforce fail at inline_container.cc:672] . unexpected pos`;
-    now the job refuses before the first byte, says how much it needs and has, and its run record stays whole."""
+    """The step-2 checkpoint (~56 MiB) does not fit on a 4 MiB disk. Before, the save crashed mid-write (torch's
+    `[enforce fail at inline_container.cc:672] . unexpected pos`, or safetensors' I/O error); now the job refuses
+    before the first byte, says how much it needs and has, and its run record stays whole."""
     project, out = tmp_path / "proj", tmp_path / "out"
     (project / ".machine" / "runs").mkdir(parents=True)
     (project / "train.jsonl").write_bytes((proj / "train.jsonl").read_bytes())
     (out / "runs").mkdir(parents=True)
     args = json.dumps({"data": "train.jsonl", "batch_size": 2, "steps": 2, "save_every": 2})
-    script = (
-        'mount -t tmpfs -o size=4m,mode=700 tmpfs "$1/.machine/runs" || exit 99; cd "$1"; '
-        '"$2" -m machine_lsp.jobs train-run --args-json "$3" >"$4/events.jsonl"; rc=$?; '
-        'cp -r "$1/.machine/runs/." "$4/runs/"; exit $rc'
-    )
+    namespace = ["unshare", "--mount", "--map-root-user", "sh", "-c", SMALL_DISK_RUN, "sh"]
     proc = subprocess.run(
-        [
-            "unshare",
-            "--mount",
-            "--map-root-user",
-            "sh",
-            "-c",
-            script,
-            "sh",
-            project,
-            sys.executable,
-            args,
-            out,
-        ],
-        capture_output=True,
-        timeout=300,
-        env=_env(job_env),
+        [*namespace, project, sys.executable, args, out], capture_output=True, timeout=300, env=_env(job_env)
     )
     assert proc.returncode == 1, proc.stderr.decode()[-3000:]
     events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
