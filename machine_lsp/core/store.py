@@ -28,6 +28,7 @@ from pathlib import Path
 import msgspec
 
 from machine_lsp.core.conflicts import standing
+from machine_lsp.core.disk_room import DISK_FULL_ERRNOS
 from machine_lsp.core.safe_files import NotRegularFile, open_store_dir, open_store_file
 from machine_lsp.core.schema import Message, TagRecord, Verdict, decode_tag_record, encode
 
@@ -41,7 +42,6 @@ class StoreError(Exception):
     """The store cannot be read or written (permissions, a file where a directory should be, ...)."""
 
 
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 #: A file created here, never one already there, never through a link.
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -50,7 +50,7 @@ def describe_os_error(exc: OSError) -> str:
     """A short reason for an OSError, in words a person acts on."""
     if isinstance(exc, NotRegularFile):
         return exc.strerror or str(exc)
-    if exc.errno in _NO_SPACE:
+    if exc.errno in DISK_FULL_ERRNOS:
         return f"the disk is full ({exc.strerror})"
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
