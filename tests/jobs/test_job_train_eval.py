@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -327,4 +328,47 @@ def test_a_full_disk_refuses_the_checkpoint_in_one_line_and_keeps_the_run_record
     assert manifest["status"] == "failed" and manifest["error"] == message
     assert manifest["steps_done"] == 2 and manifest["checkpoints"] == []
     assert not (run_dir / "checkpoints").exists(), "nothing half-written is left behind"
+    assert "Traceback" not in proc.stderr.decode()
+
+
+def _file_size_limit() -> None:
+    """In the job's process: files stop at 4 MiB (ulimit -f), and a write past it fails with EFBIG rather than
+    SIGXFSZ killing the process."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4 << 20, 4 << 20))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def test_a_write_refused_for_room_after_the_check_is_one_line_too(
+    tmp_path: Path, proj: Path, job_env
+) -> None:  # noqa: ANN001
+    """The disk has room, so the check before the save passes, but a 4 MiB file-size limit refuses the ~19 MiB
+    adapter mid-write (EFBIG, as a disk another process filled meanwhile refuses with ENOSPC). The half-written
+    checkpoint is removed and the failure judged again: one line, the run record whole."""
+    project = tmp_path / "proj"
+    (project / ".machine").mkdir(parents=True)
+    (project / "train.jsonl").write_bytes((proj / "train.jsonl").read_bytes())
+    args = json.dumps({"data": "train.jsonl", "batch_size": 2, "steps": 2, "save_every": 2})
+    proc = subprocess.run(
+        [sys.executable, "-m", "machine_lsp.jobs", "train-run", "--args-json", args],
+        cwd=project,
+        capture_output=True,
+        timeout=300,
+        env=_env(job_env),
+        preexec_fn=_file_size_limit,
+    )
+    assert proc.returncode == 1, proc.stderr.decode()[-3000:]
+    error = json.loads(proc.stdout.splitlines()[-1])
+    assert error["event"] == "error" and error["kind"] == "engine", error
+    message = error["message"]
+    assert message.startswith("saving checkpoint step-2: no room for checkpoint local://"), message
+    assert "the write was refused (File too large) with " in message and "ulimit -f" in message, message
+    assert "\n" not in message
+    [run_dir] = (project / ".machine" / "runs").iterdir()
+    assert message.endswith(f"--resume {run_dir.name}"), message
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and manifest["error"] == message and manifest["checkpoints"] == []
+    left = (
+        [p.name for p in (run_dir / "checkpoints").rglob("*")] if (run_dir / "checkpoints").exists() else []
+    )
+    assert left == [], f"the half-written checkpoint stays: {left}"
     assert "Traceback" not in proc.stderr.decode()
