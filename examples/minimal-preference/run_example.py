@@ -25,6 +25,12 @@ HERE = Path(__file__).resolve().parent
 
 #: the config of the KTO arms recorded before kto_desirable_weight defaulted to "auto": both class weights 1
 WEIGHTS_1 = "machine-kto-weights-1.toml"
+#: the corpus's pairs and KTO rows with each chatty original replaced by the base model's own answer (write_own)
+OWN_PAIRS, OWN_KTO = "pairs_own.jsonl", "kto_own.jsonl"
+#: tokens per own answer: enough for the base model's whole answer (34 to 185 tokens seen), as the user tagged it.
+#: At 64, most answers were cut short, and a cut answer still gets the end-of-turn token when rendered, so the
+#: preference terms pushed that token down (the answers then ran on past `answer: N`).
+OWN_TOKENS = 256
 # arm -> (objective, its `train run` arguments, what it trains on)
 ARMS: dict[str, tuple[str, list[str], str]] = {
     "sft-full": ("sft", ["--data", "data/sft_full.jsonl"], "SFT on every good answer (good rows + rewrites)"),
@@ -105,6 +111,24 @@ ARMS: dict[str, tuple[str, list[str], str]] = {
         ["--data", "data/kto.jsonl", "--lr", "3e-4"],
         "KTO on every tag, desirable weight auto (4), learning rate 3e-4",
     ),
+    # The pairs and tags as the store holds them when the user tags what the model said: every rejected or
+    # undesirable answer is the base model's own greedy answer to its prompt (on-policy, as the issue's "the model's
+    # original = rejected"), not the corpus's scripted chatty one, whose right sum DPO and KTO push down with it.
+    "dpo-rpo-own": (
+        "dpo",
+        ["--data", f"data/{OWN_PAIRS}", "--rpo-alpha", "1"],
+        "DPO + NLL of the chosen answer (RPO, alpha 1) on pairs whose rejected is the base model's own answer",
+    ),
+    "kto-balanced-lr3e-4-own": (
+        "kto",
+        ["--data", f"data/{OWN_KTO}", "--lr", "3e-4"],
+        "KTO as `kto-balanced-lr3e-4`, with the base model's own answers as the undesirable ones",
+    ),
+    "kto-balanced-own": (
+        "kto",
+        ["--data", f"data/{OWN_KTO}"],
+        "KTO as `kto-balanced`, at 5e-4, with the base model's own answers as the undesirable ones",
+    ),
 }
 REFERENCE_ARM = "sft-full"
 #: SFT on the same good rows the preference arms see (the rewrites): the measure's like-for-like comparison
@@ -156,6 +180,49 @@ def run_arm(name: str, steps: int, work: Path) -> None:
     manifest = last_run(work, before)
     evaluate = [*m, "train", "eval", "checkpoint", manifest["last_checkpoint"], "--data", "data/eval.jsonl"]
     run([*evaluate, "--out", f"eval_results/{name}.json", "--yes"], work)
+
+
+def write_own(work: Path) -> None:
+    """data/pairs_own.jsonl and data/kto_own.jsonl: the corpus's pairs and KTO rows with every rejected or
+    undesirable answer replaced by the base model's own greedy answer to the same prompt (`machine train eval
+    baseline` on the prompts tagged bad, its outputs in own/answers.json)."""
+    data = work / "data"
+    kto = [json.loads(line) for line in (data / "kto.jsonl").read_text(encoding="utf-8").splitlines()]
+    prompts = {
+        json.dumps(row["prompt"]): f"bad-{i:03d}" for i, row in enumerate(r for r in kto if not r["label"])
+    }
+    asked = [
+        {"messages": json.loads(p), "expected": "", "match": "exact", "id": i} for p, i in prompts.items()
+    ]
+    write_lines(data / "prompts_tagged_bad.jsonl", asked)
+    answers = work / "own" / "answers.json"
+    if not answers.exists():
+        generate = [*machine_argv(), "train", "eval", "baseline", "--data", "data/prompts_tagged_bad.jsonl"]
+        run([*generate, "--max-tokens", str(OWN_TOKENS), "--out", "own/answers.json", "--yes"], work)
+    said = {row["id"]: row["output"] for row in json.loads(answers.read_text(encoding="utf-8"))["rows"]}
+
+    def own(prompt: list[dict]) -> list[dict]:
+        return [{"role": "assistant", "content": said[prompts[json.dumps(prompt)]]}]
+
+    write_lines(data / OWN_KTO, [r if r["label"] else {**r, "completion": own(r["prompt"])} for r in kto])
+    pairs = [json.loads(line) for line in (data / "pairs.jsonl").read_text(encoding="utf-8").splitlines()]
+    write_lines(
+        data / OWN_PAIRS,
+        [
+            {
+                **p,
+                "comparison": {
+                    **p["comparison"],
+                    "completion_B": own(p["comparison"]["prompt_conversation"]),
+                },
+            }
+            for p in pairs
+        ],
+    )
+
+
+def write_lines(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
 
 
 def arm_record(work: Path, name: str) -> dict:
@@ -262,6 +329,8 @@ def run_seed(args: argparse.Namespace, work: Path, seed: int) -> dict:
     make_corpus(work, seed, args.corpus)
     if not (work / "eval_results" / "baseline.json").exists():
         run([*machine_argv(), "train", "eval", "baseline", "--data", "data/eval.jsonl", "--yes"], work)
+    if any(f"data/{own}" in ARMS[name][1] for name in args.arms for own in (OWN_PAIRS, OWN_KTO)):
+        write_own(work)
     for name in args.arms:
         run_arm(name, args.steps, work)
     summary = summarize(work, args.arms)

@@ -9,7 +9,8 @@ when present, is the hand-written reading of the numbers, placed under the table
 
 `--from-seeds DIR` copies a multi-seed run (`run_example.py --seeds`: DIR/pooled.json and DIR/seed-S/) into
 `results-seeds/` beside `--results` the same way; when that directory exists the page gets a replication section,
-rendered from it alone, and its files join the checksums.
+rendered from it alone, and its files join the checksums. `--from-own DIR` does the same for the multi-seed run of
+the `*-own` arms (the base model's own answers as the rejected ones) into `results-own/`, a section of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ sys.path.insert(0, str(HERE))
 from run_example import ARMS, HALF_ARM, REFERENCE_ARM  # noqa: E402
 
 SHOWN_ROWS = 4
+#: the multi-seed runs beside `results/` (each a `run_example.py --seeds` work directory, collected), in page order
+REPLICATIONS = {
+    "results-seeds": "Replication over corpus seeds",
+    "results-own": "The model's own answers as the bad ones, over the same corpus seeds",
+}
 
 
 def collect(work: Path, results: Path) -> None:
@@ -45,6 +51,8 @@ def collect(work: Path, results: Path) -> None:
                 work / ".machine" / "runs" / arm["run_id"] / "manifest.json",
                 results / f"{arm['arm']}-run.json",
             )
+    if (work / "own" / "answers.json").exists():  # the base model's own answers the *-own arms reject
+        shutil.copy(work / "own" / "answers.json", results / "own-answers.json")
     if notes is not None:
         (results / "notes.md").write_text(notes, encoding="utf-8")
 
@@ -171,19 +179,20 @@ def replication(seeds_dir: Path) -> list[str]:
     preference = [n for n in arms if n in ARMS and ARMS[n][0] != "sft"]
     for ref in refs:
         met = [n for n in preference if as_good(arms[n], arms[ref])]
-        figures = ", ".join(f"`{n}` {arms[n]['exact']}" for n in preference)
+        exact = ", ".join(f"`{n}` {arms[n]['exact']}" for n in preference)
+        in_format = ", ".join(f"`{n}` {arms[n]['format_ok']}" for n in preference)
         lines += [
             "",
             f"DPO or KTO at least as good as `{ref}` on every seed's held-out rows together: "
             + (f"**met** by {', '.join(f'`{n}`' for n in met)}" if met else "**not met**")
-            + f" (exact {figures} vs {arms[ref]['exact']}).",
+            + f" (exact {exact} vs {arms[ref]['exact']}; format {in_format} vs {arms[ref]['format_ok']}).",
         ]
     return lines
 
 
-def checksums(results: Path, seeds_dir: Path | None = None) -> list[str]:
+def checksums(results: Path, seeds_dirs: Sequence[Path] = ()) -> list[str]:
     lines = ["| file | sha256 |", "|---|---|"]
-    for root in [results, *([seeds_dir] if seeds_dir else [])]:
+    for root in [results, *seeds_dirs]:
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             lines.append(f"| `{root.name}/{path.relative_to(root).as_posix()}` | `{digest}` |")
@@ -192,8 +201,11 @@ def checksums(results: Path, seeds_dir: Path | None = None) -> list[str]:
 
 def render(results: Path) -> str:
     """The page, from `results` and, when it exists, the multi-seed run in `results-seeds` beside it."""
-    seeds_dir = results.parent / "results-seeds"
-    seeds_dir = seeds_dir if (seeds_dir / "pooled.json").exists() else None
+    seeds_dirs = {
+        results.parent / name: title
+        for name, title in REPLICATIONS.items()
+        if (results.parent / name / "pooled.json").exists()
+    }
     summary = json.loads((results / "summary.json").read_text(encoding="utf-8"))
     corpus = json.loads((results / "corpus-manifest.json").read_text(encoding="utf-8"))
     counts = corpus["counts"]
@@ -229,11 +241,11 @@ def render(results: Path) -> str:
         *outputs(results, summary),
         "",
     ]
-    if seeds_dir is not None:
-        parts += ["## Replication over corpus seeds", "", *replication(seeds_dir), ""]
+    for seeds_dir, title in seeds_dirs.items():
+        parts += [f"## {title}", "", *replication(seeds_dir), ""]
     if notes:
         parts += ["## Reading the numbers", "", notes, ""]
-    parts += ["## Checksums", "", *checksums(results, seeds_dir), ""]
+    parts += ["## Checksums", "", *checksums(results, list(seeds_dirs)), ""]
     return "\n".join(parts)
 
 
@@ -248,6 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="copy a multi-seed run (run_example.py --seeds) out of this work directory into results-seeds/",
     )
+    p.add_argument(
+        "--from-own",
+        dest="own_work",
+        type=Path,
+        help="copy the multi-seed run of the *-own arms (the model's own answers rejected) into results-own/",
+    )
     p.add_argument("--results", type=Path, default=HERE / "docs" / "results")
     p.add_argument("--out", type=Path, default=HERE / "docs" / "RESULTS.md")
     args = p.parse_args(argv)
@@ -255,6 +273,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         collect(args.work, args.results)
     if args.seeds_work is not None:
         collect_seeds(args.seeds_work, args.results.parent / "results-seeds")
+    if args.own_work is not None:
+        collect_seeds(args.own_work, args.results.parent / "results-own")
     args.out.write_text(render(args.results), encoding="utf-8")
     print(f"wrote {args.out} from {args.results}")
     return 0

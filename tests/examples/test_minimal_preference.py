@@ -75,13 +75,13 @@ def test_corpus_is_seeded_and_shaped_as_the_exports(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_tiny_run_end_to_end_and_its_results_page(tmp_path: Path) -> None:
-    """SFT on every good answer vs SFT then RPO at the DPO stage's own rate (1 step per stage, 2 held-out rows) on
-    two corpus seeds, each seed's McNemar p and the pooled one computed from the eval files, and a RESULTS page
+    """SFT on every good answer vs SFT then RPO at the DPO stage's own rate vs KTO against the model's own answers
+    (1 step per stage, 2 held-out rows) on two corpus seeds, each seed's McNemar p and the pooled one computed from the eval files, and a RESULTS page
     written from the collected files, with its replication section."""
     work = tmp_path / "work"
     env = dict(os.environ, MACHINE_TORCH_THREADS="1")
     argv = [sys.executable, str(EXAMPLE / "run_example.py"), "--steps", "1", "--workdir", str(work)]
-    argv += ["--corpus", "--good 2 --rewrites 2 --bad 1 --eval 2", "--arms", "sft-full,sft+dpo-rpo"]
+    argv += ["--corpus", "--good 2 --rewrites 2 --bad 1 --eval 2", "--arms", ",".join(TINY_ARMS)]
     proc = subprocess.run(
         [*argv, "--seeds", "0,1"], capture_output=True, text=True, timeout=850, env=env, check=False
     )
@@ -89,19 +89,16 @@ def test_a_tiny_run_end_to_end_and_its_results_page(tmp_path: Path) -> None:
     summaries = [json.loads((work / f"seed-{s}" / "summary.json").read_text()) for s in (0, 1)]
     assert [s["seed"] for s in summaries] == [0, 1]
     summary = summaries[0]
-    assert [a["arm"] for a in summary["arms"]] == ["sft-full", "sft+dpo-rpo"]
-    sft, staged = summary["arms"]
+    assert [a["arm"] for a in summary["arms"]] == TINY_ARMS
+    sft, staged, _ = summary["arms"]
     assert summary["baseline"]["n"] == sft["n"] == staged["n"] == 2
     assert "mcnemar_p" not in sft and 0 <= staged["mcnemar_p"] <= 1
     pooled = json.loads((work / "pooled.json").read_text())
-    assert pooled["seeds"] == [0, 1] and [a["arm"] for a in pooled["arms"]] == [
-        "baseline",
-        "sft-full",
-        "sft+dpo-rpo",
-    ]
+    assert pooled["seeds"] == [0, 1] and [a["arm"] for a in pooled["arms"]] == ["baseline", *TINY_ARMS]
     both = {a["arm"]: a for a in pooled["arms"]}["sft+dpo-rpo"]
     assert both["n"] == 4 and both["per_seed_exact"] == [s["arms"][1]["exact"] for s in summaries]
     assert both["exact"] == sum(both["per_seed_exact"])
+    check_own_answers(work / "seed-0")
     rows = {
         arm: [r["correct"] for s in (0, 1) for r in eval_rows(work / f"seed-{s}", arm)]
         for arm in ("sft-full", "sft+dpo-rpo")
@@ -121,6 +118,34 @@ def test_a_tiny_run_end_to_end_and_its_results_page(tmp_path: Path) -> None:
     assert f"| sft+dpo-rpo | {what} | {both['exact']}/4 | {both['per_seed_exact'][0]} / " in text
     assert "`results-seeds/seed-1/eval_results/sft+dpo-rpo.json`" in text
     assert text == write_results.render(results)
+
+
+#: the tiny run's arms: SFT, SFT then RPO, and KTO with the base model's own answers as the undesirable ones
+TINY_ARMS = ["sft-full", "sft+dpo-rpo", "kto-balanced-lr3e-4-own"]
+
+
+def check_own_answers(work: Path) -> None:
+    """The *-own files: every rejected and undesirable answer is the base model's own answer to that prompt (from
+    own/answers.json, the baseline eval on the prompts tagged bad), every other field as in the corpus's files."""
+    asked = read_jsonl(work / "data" / "prompts_tagged_bad.jsonl")
+    rows = json.loads((work / "own" / "answers.json").read_text())["rows"]
+    said = {json.dumps(q["messages"]): r["output"] for q, r in zip(asked, rows, strict=True)}
+    assert [r["id"] for r in rows] == [q["id"] for q in asked] and all(said.values())
+    kto, own = read_jsonl(work / "data" / "kto.jsonl"), read_jsonl(work / "data" / "kto_own.jsonl")
+    assert len(said) == sum(1 for r in kto if not r["label"]) == 3
+    for row, mine in zip(kto, own, strict=True):
+        answer = (
+            row["completion"]
+            if row["label"]
+            else [{"role": "assistant", "content": said[json.dumps(row["prompt"])]}]
+        )
+        assert mine == {**row, "completion": answer}
+    for pair, mine in zip(
+        read_jsonl(work / "data" / "pairs.jsonl"), read_jsonl(work / "data" / "pairs_own.jsonl"), strict=True
+    ):
+        c = pair["comparison"]
+        answer = [{"role": "assistant", "content": said[json.dumps(c["prompt_conversation"])]}]
+        assert mine == {**pair, "comparison": {**c, "completion_B": answer}}
 
 
 def eval_rows(work: Path, arm: str) -> list[dict]:
