@@ -10,7 +10,9 @@ when present, is the hand-written reading of the numbers, placed under the table
 `--from-seeds DIR` copies a multi-seed run (`run_example.py --seeds`: DIR/pooled.json and DIR/seed-S/) into
 `results-seeds/` beside `--results` the same way; when that directory exists the page gets a replication section,
 rendered from it alone, and its files join the checksums. `--from-own DIR` does the same for the multi-seed run of
-the `*-own` arms (the base model's own answers as the rejected ones) into `results-own/`, a section of its own.
+the `*-own` arms (the base model's own answers as the rejected ones) into `results-own/`, and `--from-confirm DIR`
+for the run that checks the two `*-own` arms chosen there on fresh corpus seeds, into `results-own-confirm/`:
+each a section of its own (see REPLICATIONS).
 """
 
 from __future__ import annotations
@@ -29,10 +31,15 @@ sys.path.insert(0, str(HERE))
 from run_example import ARMS, HALF_ARM, REFERENCE_ARM  # noqa: E402
 
 SHOWN_ROWS = 4
-#: the multi-seed runs beside `results/` (each a `run_example.py --seeds` work directory, collected), in page order
+#: the multi-seed runs beside `results/` (each a `run_example.py --seeds` work directory, collected), in page order:
+#: directory -> (the write_results flag that collects it, the page's section title)
 REPLICATIONS = {
-    "results-seeds": "Replication over corpus seeds",
-    "results-own": "The model's own answers as the bad ones, over the same corpus seeds",
+    "results-seeds": ("--from-seeds", "Replication over corpus seeds"),
+    "results-own": ("--from-own", "The model's own answers as the bad ones, over the same corpus seeds"),
+    "results-own-confirm": (
+        "--from-confirm",
+        "The two `*-own` arms chosen above, confirmed on fresh corpus seeds",
+    ),
 }
 
 
@@ -203,7 +210,7 @@ def render(results: Path) -> str:
     """The page, from `results` and, when it exists, the multi-seed run in `results-seeds` beside it."""
     seeds_dirs = {
         results.parent / name: title
-        for name, title in REPLICATIONS.items()
+        for name, (_, title) in REPLICATIONS.items()
         if (results.parent / name / "pooled.json").exists()
     }
     summary = json.loads((results / "summary.json").read_text(encoding="utf-8"))
@@ -254,27 +261,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--from", dest="work", type=Path, help="copy the result files out of this work directory first"
     )
-    p.add_argument(
-        "--from-seeds",
-        dest="seeds_work",
-        type=Path,
-        help="copy a multi-seed run (run_example.py --seeds) out of this work directory into results-seeds/",
-    )
-    p.add_argument(
-        "--from-own",
-        dest="own_work",
-        type=Path,
-        help="copy the multi-seed run of the *-own arms (the model's own answers rejected) into results-own/",
-    )
+    for name, (flag, title) in REPLICATIONS.items():
+        p.add_argument(
+            flag,
+            dest=name,
+            type=Path,
+            metavar="DIR",
+            help=f"copy a run_example.py --seeds run into {name}/ ({title})",
+        )
     p.add_argument("--results", type=Path, default=HERE / "docs" / "results")
     p.add_argument("--out", type=Path, default=HERE / "docs" / "RESULTS.md")
     args = p.parse_args(argv)
     if args.work is not None:
         collect(args.work, args.results)
-    if args.seeds_work is not None:
-        collect_seeds(args.seeds_work, args.results.parent / "results-seeds")
-    if args.own_work is not None:
-        collect_seeds(args.own_work, args.results.parent / "results-own")
+    for name in REPLICATIONS:
+        if (work := getattr(args, name)) is not None:
+            collect_seeds(work, args.results.parent / name)
     args.out.write_text(render(args.results), encoding="utf-8")
     print(f"wrote {args.out} from {args.results}")
     return 0
