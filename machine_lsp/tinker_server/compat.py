@@ -99,6 +99,22 @@ def _tensor_values(tensor: Any, pb2: ModuleType) -> list[float] | list[int]:
     return []
 
 
+#: Why a client-side custom loss is refused rather than trained: the SDK's `forward_backward_custom` sends the
+#: loss's gradient as cross-entropy weights (-dLoss/dlogprob, of both signs); Tinker sums weight * -logprob, while
+#: tx divides each datum's sum by the datum's weight sum, clamped at 1e-9 (tx/tinker/backends/jax.py), which turns
+#: those weights into arbitrary gradients (measured: the same DPO+NLL batch after one step, 4.503 on tx, 3.068 on
+#: the local engine, from 4.521 on both).
+NO_CUSTOM_LOSS = (
+    "SkyRL tx cannot train a client-side custom loss (DPO, KTO: cross_entropy with negative weights): it divides"
+    " each datum's loss by its weight sum, which would scale the gradient arbitrarily; train DPO or KTO with the"
+    " local engine, or on hosted Tinker"
+)
+
+
+def _negative_weights(data: list[dict[str, Any]]) -> bool:
+    return any(w < 0 for d in data for w in d["loss_fn_inputs"].get("weights", {}).get("data", []))
+
+
 def forward_backward_json(body: bytes, pb2: ModuleType, encoding: str = "") -> tuple[str, dict[str, Any]]:
     """A protobuf `ForwardBackwardRequest` -> (tx route, tx JSON request)."""
     if encoding == "zstd":
@@ -121,6 +137,8 @@ def forward_backward_json(body: bytes, pb2: ModuleType, encoding: str = "") -> t
             chunks.append({"tokens": np.frombuffer(chunk.encoded_text.tokens, dtype=np.int32).tolist()})
         inputs = {name: {"data": _tensor_values(t, pb2)} for name, t in datum.loss_fn_inputs.items()}
         data.append({"model_input": {"chunks": chunks}, "loss_fn_inputs": inputs})
+    if not message.forward_only and message.loss_fn == "cross_entropy" and _negative_weights(data):
+        raise CompatError(NO_CUSTOM_LOSS)
     config: dict[str, float] = {k: float(v) for k, v in message.loss_fn_config.items()}
     for key, value in message.loss_fn_config_v2.items():
         if value.WhichOneof("value") == "number":
@@ -150,6 +168,10 @@ def sample_result_proto(result: dict[str, Any], pb2: ModuleType) -> bytes:
             out.logprobs = np.asarray(sequence["logprobs"], dtype=np.float32).tobytes()
     prompt_logprobs = result.get("prompt_logprobs")
     if prompt_logprobs:
+        # Tinker gives one per prompt token, None for the first (nothing predicts it); tx gives the N-1 that exist
+        # (tx/utils/generator.py: logprobs of input_ids[:, 1:]), which would shift every one onto the wrong token.
+        if prompt_logprobs[0] is not None:
+            prompt_logprobs = [None, *prompt_logprobs]
         values = [np.nan if value is None else value for value in prompt_logprobs]
         message.prompt_logprobs = np.asarray(values, dtype=np.float32).tobytes()
     return message.SerializeToString()
@@ -164,6 +186,10 @@ def forward_backward_result_proto(result: dict[str, Any], pb2: ModuleType) -> by
     for key, value in (result.get("metrics") or {}).items():
         message.metrics[key] = float(value)
     outputs = result.get("loss_fn_outputs") or []
+    if "loss:sum" not in message.metrics and outputs and all("elementwise_loss" in o for o in outputs):
+        # Tinker reports the batch's summed loss, and the SDK's client-side custom loss (forward_backward_custom)
+        # reads it; tx's JAX backend sends no metrics, only each datum's per-token loss.
+        message.metrics["loss:sum"] = float(sum(sum(o["elementwise_loss"]["data"]) for o in outputs))
     if outputs:
         record = message.loss_fn_outputs.add()
         record.num_datums = len(outputs)
@@ -342,6 +368,9 @@ class TinkerCompat:
             route, payload = forward_backward_json(
                 body, self.pb2, _header(scope, b"content-encoding").lower()
             )
+        except CompatError as exc:
+            await _send_json(send, 400, {"detail": str(exc)})
+            return
         except Exception as exc:  # a body we cannot read: a clear 400, never a crash of the server
             await _send_json(send, 400, {"detail": f"cannot translate the protobuf request: {exc}"})
             return

@@ -76,6 +76,25 @@ def test_forward_only_goes_to_the_forward_route() -> None:
     assert payload["forward_input"]["loss_fn_config"] == pytest.approx({"clip": 0.2})
 
 
+def test_a_custom_loss_backward_is_refused_with_why() -> None:
+    """forward_backward_custom's backward (cross_entropy with weights of both signs) would train wrongly on tx:
+    refused with the reason; its forward, and any non-negative weights, pass."""
+    signed = [_datum([1, 20, 300], [0.3, -0.2]), _datum([9, 8, 7], [0.0, 0.1])]
+    with pytest.raises(compat.CompatError, match="divides each datum's loss by its weight sum"):
+        compat.forward_backward_json(
+            forward_backward_request_to_proto(_request(signed)).SerializeToString(), pb2
+        )
+    forward = forward_backward_request_to_proto(_request(signed))
+    forward.forward_only = True
+    assert compat.forward_backward_json(forward.SerializeToString(), pb2)[0] == "/api/v1/forward"
+    body = forward_backward_request_to_proto(_request(signed)).SerializeToString()
+    protobuf = [(b"content-type", b"application/x-protobuf")]
+    status, answer = _call(
+        compat.TinkerCompat(_unreachable, pb2), "POST", "/api/v1/forward_backward", body, protobuf
+    )
+    assert status == 400 and answer["detail"] == compat.NO_CUSTOM_LOSS
+
+
 def test_zstd_bodies_are_decompressed() -> None:
     import zstandard
 
@@ -111,6 +130,20 @@ def test_sample_results_become_the_protobuf_the_sdk_reads() -> None:
     assert parsed.sequences[1].logprobs is None
 
 
+def test_prompt_logprobs_get_tinkers_leading_none() -> None:
+    """tx returns the N-1 log-probs of a prompt's tokens 1..N-1; the SDK expects N, None first (compute_logprobs of
+    a 24-token sequence gave 23 values, each one token off, before this)."""
+    tx_result = {"sequences": [{"tokens": [9], "logprobs": [-0.5]}], "prompt_logprobs": [-1.0, -2.0, -3.0]}
+    parsed = deserialize_proto_response(compat.result_proto(tx_result, pb2), types.SampleResponse)
+    assert parsed.prompt_logprobs is not None
+    assert parsed.prompt_logprobs[0] is None and parsed.prompt_logprobs[1:] == pytest.approx(
+        [-1.0, -2.0, -3.0]
+    )
+    conforming = {**tx_result, "prompt_logprobs": [None, -1.0, -2.0, -3.0]}
+    again = deserialize_proto_response(compat.result_proto(conforming, pb2), types.SampleResponse)
+    assert again.prompt_logprobs == parsed.prompt_logprobs
+
+
 def test_forward_backward_results_become_the_protobuf_the_sdk_reads() -> None:
     from tinker_cookbook.supervised.common import compute_mean_nll
 
@@ -142,6 +175,8 @@ def test_forward_backward_results_become_the_protobuf_the_sdk_reads() -> None:
     assert compute_mean_nll([o["logprobs"] for o in parsed.loss_fn_outputs], weights) == pytest.approx(
         (0.5 + 1.5 + 0.25 + 1.0) / 4
     )
+    # tx sends no metrics; forward_backward_custom reads "loss:sum", Tinker's sum of every per-token loss
+    assert parsed.metrics == {"loss:sum": pytest.approx(0.5 + 1.5 + 2.0 + 0.25 + 1.0)}
     assert compat.result_proto({"type": "save_weights", "path": "tinker://m/weights/x"}, pb2) is None
 
 
