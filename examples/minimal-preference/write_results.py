@@ -207,7 +207,7 @@ def checksums(results: Path, seeds_dirs: Sequence[Path] = ()) -> list[str]:
 
 
 def render(results: Path) -> str:
-    """The page, from `results` and, when it exists, the multi-seed run in `results-seeds` beside it."""
+    """The page, from `results` and each multi-seed run of REPLICATIONS that exists beside it."""
     seeds_dirs = {
         results.parent / name: title
         for name, (_, title) in REPLICATIONS.items()
