@@ -62,6 +62,11 @@ COMPAT_SCRIPT = Path(__file__).with_name("compat.py")
 # LoRA adapters the engine keeps: N allows N-1 live training clients (slot 0 is the base model).
 MAX_LORA_ADAPTERS = 8
 MAX_LORA_RANK = 32
+# A job's client heartbeats every 10 s while it runs; once it stops for this long, tx frees the job's adapter slot.
+# tx's default (300 s) let a few quick jobs in a row fill all 7 slots ("Maximum number of LoRA adapters (8)
+# reached"); 60 s is still six missed heartbeats, which a busy engine's API process does not come near.
+SESSION_TIMEOUT_S = 60
+SESSION_CHECK_S = 10
 
 UV_SHIM = """#!/bin/sh
 # SkyRL tx starts its engine with `uv run [uv options] -m tx.tinker.engine ...`: run this venv's python with
@@ -232,6 +237,8 @@ def _server_command(home: Path, venv_dir: Path, model_dir: Path, port: int, nice
         str(COMPAT_SCRIPT),
         *("--host", HOST, "--port", str(port), "--base-model", str(model_dir)),
         *("--backend", "jax", "--backend-config", json.dumps(backend_config)),
+        *("--session-timeout-sec", str(SESSION_TIMEOUT_S)),
+        *("--session-cleanup-interval-sec", str(SESSION_CHECK_S)),
         *("--database-url", f"sqlite:///{home / 'tinker.db'}"),
         *("--checkpoints-base", str(home / "checkpoints")),
         *("--tinker-proto", str(tinker_proto_path())),
