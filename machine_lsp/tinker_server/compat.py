@@ -25,6 +25,10 @@ What it translates (SDK 0.38 sends / expects -> what SkyRL tx 0.3.0 serves), eac
    latter. Drop when tx returns the `sampler_weights` form.
 4. `GET /api/v1/samplers/{id}`: the SDK asks a sampling session's base model there; answered from tx's own
    sampling-session table. Drop when tx serves the route.
+7. The backward of a client-side custom loss (`forward_backward_custom`: DPO, KTO), a `cross_entropy` request with
+   weights of both signs: tx would scale each datum's gradient by its weight sum, so it becomes a forward of the same
+   data, waited for here, then an `importance_sampling` backward with the same gradient (`compat_losses`). Drop when
+   tx's cross-entropy is a plain sum, as Tinker's is.
 
 Not translated (the engine works around it): `create_training_client_from_state*` sends a `load_weights` request
 without a model id (tx answers 422); `machine_lsp.engines.tinker.tinker_engine` then creates a LoRA client and loads the
@@ -40,6 +44,11 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from types import ModuleType
 from typing import Any
+
+try:
+    from . import compat_losses
+except ImportError:  # run as a script by tx's python (`python compat.py`): this file's folder is on sys.path
+    import compat_losses  # type: ignore[no-redef]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -99,22 +108,6 @@ def _tensor_values(tensor: Any, pb2: ModuleType) -> list[float] | list[int]:
     return []
 
 
-#: Why a client-side custom loss is refused rather than trained: the SDK's `forward_backward_custom` sends the
-#: loss's gradient as cross-entropy weights (-dLoss/dlogprob, of both signs); Tinker sums weight * -logprob, while
-#: tx divides each datum's sum by the datum's weight sum, clamped at 1e-9 (tx/tinker/backends/jax.py), which turns
-#: those weights into arbitrary gradients (measured: the same DPO+NLL batch after one step, 4.503 on tx, 3.068 on
-#: the local engine, from 4.521 on both).
-NO_CUSTOM_LOSS = (
-    "SkyRL tx cannot train a client-side custom loss (DPO, KTO: cross_entropy with negative weights): it divides"
-    " each datum's loss by its weight sum, which would scale the gradient arbitrarily; train DPO or KTO with the"
-    " local engine, or on hosted Tinker"
-)
-
-
-def _negative_weights(data: list[dict[str, Any]]) -> bool:
-    return any(w < 0 for d in data for w in d["loss_fn_inputs"].get("weights", {}).get("data", []))
-
-
 def forward_backward_json(body: bytes, pb2: ModuleType, encoding: str = "") -> tuple[str, dict[str, Any]]:
     """A protobuf `ForwardBackwardRequest` -> (tx route, tx JSON request)."""
     if encoding == "zstd":
@@ -137,8 +130,6 @@ def forward_backward_json(body: bytes, pb2: ModuleType, encoding: str = "") -> t
             chunks.append({"tokens": np.frombuffer(chunk.encoded_text.tokens, dtype=np.int32).tolist()})
         inputs = {name: {"data": _tensor_values(t, pb2)} for name, t in datum.loss_fn_inputs.items()}
         data.append({"model_input": {"chunks": chunks}, "loss_fn_inputs": inputs})
-    if not message.forward_only and message.loss_fn == "cross_entropy" and _negative_weights(data):
-        raise CompatError(NO_CUSTOM_LOSS)
     config: dict[str, float] = {k: float(v) for k, v in message.loss_fn_config.items()}
     for key, value in message.loss_fn_config_v2.items():
         if value.WhichOneof("value") == "number":
@@ -297,6 +288,17 @@ def _rewrite_json(send: Send, rewrite: Callable[[Any], bool]) -> Send:
     return _whole_response(send, respond)
 
 
+def _json_scope(scope: Scope, route: str, data: bytes) -> Scope:
+    """The request's scope re-aimed at tx's `route` with a JSON body of `data`."""
+    headers = [
+        (k, v)
+        for k, v in scope.get("headers", [])
+        if k.lower() not in (b"content-type", b"content-length", b"content-encoding")
+    ]
+    headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    return dict(scope, path=route, raw_path=route.encode(), headers=headers)
+
+
 def _header(scope: Scope, name: bytes) -> str:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
@@ -374,15 +376,50 @@ class TinkerCompat:
         except Exception as exc:  # a body we cannot read: a clear 400, never a crash of the server
             await _send_json(send, 400, {"detail": f"cannot translate the protobuf request: {exc}"})
             return
+        if compat_losses.is_custom_loss_backward(route, payload):
+            try:
+                payload = await self._as_tx_can_train(scope, payload)
+            except compat_losses.CustomLossError as exc:
+                await _send_json(send, 400, {"detail": str(exc)})
+                return
         data = json.dumps(payload).encode()
-        headers = [
-            (k, v)
-            for k, v in scope.get("headers", [])
-            if k.lower() not in (b"content-type", b"content-length", b"content-encoding")
-        ]
-        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-        inner = dict(scope, path=route, raw_path=route.encode(), headers=headers)
-        await self.app(inner, _replay(data), send)
+        await self.app(_json_scope(scope, route, data), _replay(data), send)
+
+    async def _call_app(self, scope: Scope, route: str, payload: Any) -> tuple[int, Any]:
+        """One JSON request to tx's own app, in process: (status, JSON body or None)."""
+        data = json.dumps(payload).encode()
+        status, chunks = 500, []
+
+        async def capture(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(_json_scope(scope, route, data), _replay(data), capture)
+        return status, _json_or_none(b"".join(chunks))
+
+    async def _as_tx_can_train(self, scope: Scope, payload: dict[str, Any]) -> dict[str, Any]:
+        """A custom loss's backward as tx trains it right (compat_losses): a forward of the same data first, waited
+        for here, so the backward reaches tx only once its log-probs are known."""
+        status, future = await self._call_app(
+            scope, compat_losses.FORWARD_ROUTE, compat_losses.forward_of(payload)
+        )
+        if status != 200 or not isinstance(future, dict):
+            raise compat_losses.CustomLossError(
+                f"the forward before a custom loss's backward failed: {future}"
+            )
+        status, result = 408, None
+        while status == 408:  # tx's own wait (5 min) ran out: the forward is queued behind other work
+            status, result = await self._call_app(
+                scope, "/api/v1/retrieve_future", {"request_id": future["request_id"]}
+            )
+        if status != 200:
+            raise compat_losses.CustomLossError(
+                f"the forward before a custom loss's backward failed: {result}"
+            )
+        return compat_losses.as_importance_sampling(payload, compat_losses.logprobs_of(result, payload))
 
     async def _asample(self, receive: Receive, scope: Scope, send: Send) -> None:
         body = await _read_body(receive)

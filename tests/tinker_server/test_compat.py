@@ -21,7 +21,7 @@ from tinker.proto import tinker_public_pb2 as pb2  # noqa: E402
 from tinker.proto.request_conv import forward_backward_request_to_proto  # noqa: E402
 from tinker.proto.response_conv import deserialize_proto_response  # noqa: E402
 
-from machine_lsp.tinker_server import compat  # noqa: E402
+from machine_lsp.tinker_server import compat, compat_losses  # noqa: E402
 
 
 def _datum(tokens: list[int], weights: list[float]) -> types.Datum:
@@ -76,23 +76,69 @@ def test_forward_only_goes_to_the_forward_route() -> None:
     assert payload["forward_input"]["loss_fn_config"] == pytest.approx({"clip": 0.2})
 
 
-def test_a_custom_loss_backward_is_refused_with_why() -> None:
-    """forward_backward_custom's backward (cross_entropy with weights of both signs) would train wrongly on tx:
-    refused with the reason; its forward, and any non-negative weights, pass."""
-    signed = [_datum([1, 20, 300], [0.3, -0.2]), _datum([9, 8, 7], [0.0, 0.1])]
-    with pytest.raises(compat.CompatError, match="divides each datum's loss by its weight sum"):
-        compat.forward_backward_json(
-            forward_backward_request_to_proto(_request(signed)).SerializeToString(), pb2
-        )
-    forward = forward_backward_request_to_proto(_request(signed))
-    forward.forward_only = True
-    assert compat.forward_backward_json(forward.SerializeToString(), pb2)[0] == "/api/v1/forward"
-    body = forward_backward_request_to_proto(_request(signed)).SerializeToString()
-    protobuf = [(b"content-type", b"application/x-protobuf")]
-    status, answer = _call(
-        compat.TinkerCompat(_unreachable, pb2), "POST", "/api/v1/forward_backward", body, protobuf
+SIGNED = [_datum([1, 20, 300], [0.3, -0.2]), _datum([9, 8, 7, 6], [0.0, 0.1, 0.0])]
+
+
+def test_only_a_custom_loss_backward_is_rewritten() -> None:
+    """forward_backward_custom's backward (cross_entropy with weights of both signs) is what tx would train wrongly;
+    its forward, and a backward with non-negative weights (SFT), pass as they are."""
+    backward = compat.forward_backward_json(
+        forward_backward_request_to_proto(_request(SIGNED)).SerializeToString(), pb2
     )
-    assert status == 400 and answer["detail"] == compat.NO_CUSTOM_LOSS
+    assert compat_losses.is_custom_loss_backward(*backward)
+    forward = forward_backward_request_to_proto(_request(SIGNED))
+    forward.forward_only = True
+    assert not compat_losses.is_custom_loss_backward(
+        *compat.forward_backward_json(forward.SerializeToString(), pb2)
+    )
+    sft = compat.forward_backward_json(
+        forward_backward_request_to_proto(_request(DATA)).SerializeToString(), pb2
+    )
+    assert not compat_losses.is_custom_loss_backward(*sft)
+    assert compat_losses.forward_of(backward[1]) == {
+        "model_id": "model_1234",
+        "forward_input": backward[1]["forward_backward_input"],
+    }
+
+
+def test_the_rewritten_backward_has_the_weighted_cross_entropys_gradient() -> None:
+    """tx's importance_sampling loss per datum, sum(-mask * exp(lp - s) * adv) / sum(mask), on the rewritten
+    inputs: at lp = s its gradient is -weight per token, which is what Tinker's cross-entropy sum(-weight * lp)
+    gives; tx's own cross-entropy, sum(-weight * lp) / sum(weight), would give -weight / (0.3 - 0.2) here."""
+    import torch
+
+    _, payload = compat.forward_backward_json(
+        forward_backward_request_to_proto(_request(SIGNED)).SerializeToString(), pb2
+    )
+    current = [[-1.5, -0.25], [-2.0, -0.5, -3.0]]
+    rewritten = compat_losses.as_importance_sampling(payload, current)
+    request = rewritten["forward_backward_input"]
+    assert request["loss_fn"] == "importance_sampling"
+    for datum, original, logprobs in zip(request["data"], SIGNED, current, strict=True):
+        inputs = datum["loss_fn_inputs"]
+        assert inputs["target_tokens"]["data"] == original.loss_fn_inputs["target_tokens"].data
+        assert inputs["logprobs"]["data"] == logprobs
+        lp = torch.tensor(logprobs, dtype=torch.float64, requires_grad=True)
+        mask = torch.tensor(inputs["weights"]["data"], dtype=torch.float64)
+        advantages = torch.tensor(inputs["advantages"]["data"], dtype=torch.float64)
+        sampled = torch.tensor(inputs["logprobs"]["data"], dtype=torch.float64)
+        loss = (-mask * torch.exp(lp - sampled) * advantages).sum() / mask.sum().clamp(min=1e-9)
+        loss.backward()
+        weights = original.loss_fn_inputs["weights"].data
+        assert lp.grad.tolist() == pytest.approx([-w for w in weights])
+
+
+def test_a_forward_that_does_not_fit_the_backward_is_a_clear_error() -> None:
+    _, payload = compat.forward_backward_json(
+        forward_backward_request_to_proto(_request(SIGNED)).SerializeToString(), pb2
+    )
+    short = {"loss_fn_outputs": [{"logprobs": {"data": [-1.0, -2.0]}}, {"logprobs": {"data": [-1.0]}}]}
+    with pytest.raises(
+        compat_losses.CustomLossError, match="datum 1: the forward gave 1 log-probs for 3 weights"
+    ):
+        compat_losses.logprobs_of(short, payload)
+    with pytest.raises(compat_losses.CustomLossError, match="no per-datum result"):
+        compat_losses.logprobs_of({"detail": "Model not loaded"}, payload)
 
 
 def test_zstd_bodies_are_decompressed() -> None:

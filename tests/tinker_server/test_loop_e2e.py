@@ -6,6 +6,7 @@
 * the Adam settings of machine.toml are what the SDK sends;
 * the manifest names the model the server trained (its own), not the hosted default;
 * a loopback server costs nothing: no `--yes` needed.
+* DPO, a client-side custom loss, trains there as on the local engine (the compat layer's backward rewrite).
 
 One server for the module (its own, started through `machine_lsp.tinker_server.process`); see test_server_e2e.py
 for the costs (venv on first use, one JAX compile per shape, a persistent compile cache).
@@ -210,3 +211,45 @@ def test_machine_toml_adam_settings_are_what_the_sdk_sends(
         "wait save_state",
         "wait save_weights_for_sampler",
     ]
+
+
+def test_dpo_trains_on_tx_as_on_the_local_engine(server: tuple[Path, process.ServerRecord]) -> None:
+    """DPO on Tinker is the cookbook's path: the reference's compute_logprobs, then forward_backward_custom (a
+    forward, our loss on the client, a backward carrying its gradient). tx serves all three through the compat layer
+    (the backward rewritten so tx sums it as Tinker does): the step-1 loss equals the local engine's on the same
+    batch, and one step lowers it as there. Before the rewrite tx's step 2 stayed at 4.503 where local reached
+    3.068, and the chosen answers' NLL rose. In this module, not test_server_e2e.py: its shapes (sampled prompt
+    log-probs, longer pairs) cost tx's engine ~7 GB more, which on top of that module's ~17 GB ran out of the
+    machine's 24 GB."""
+    project, _record = server
+    pairs = [
+        {
+            "comparison": {
+                "prompt_conversation": [{"role": "user", "content": f"What is {a} plus {b}?"}],
+                "completion_A": [{"role": "assistant", "content": f"answer: {a + b}"}],
+                "completion_B": [
+                    {"role": "assistant", "content": f"Sure! {a} plus {b} is {a + b}. Anything else?"}
+                ],
+            },
+            "label": "A",
+        }
+        for a, b in PAIRS[:BATCH]
+    ]
+    (project / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
+    argv = ["train", "run", "--data", "pairs.jsonl", "--objective", "dpo", "--rpo-alpha", "1", "--steps", "2"]
+    argv += ["--epochs", "100", "--save-every", "0", "--yes"]
+    losses = {}
+    runs_dir = project / ".machine" / "runs"
+    for engine in ("tinker", "local"):
+        done = _cli(project, *argv, "--engine", engine)
+        assert done.returncode == 0, f"{engine}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        run = max(
+            (runs.read_manifest(p) for p in runs_dir.iterdir() if p.is_dir()), key=lambda m: m.created_at
+        )
+        assert run.status == "done" and run.result["engine"] == engine, run.error
+        assert run.objective is not None and run.objective["name"] == "dpo", run.objective
+        losses[engine] = run.result["losses"]
+    print(f"\n[dpo losses] SkyRL tx {losses['tinker']}, local torch {losses['local']}")
+    assert losses["tinker"][0] == pytest.approx(losses["local"][0], rel=1e-3)
+    # the LoRA's random init differs between tx and torch, so step 2 is close, not equal
+    assert losses["tinker"][1] < losses["tinker"][0] - 0.5 * (losses["local"][0] - losses["local"][1])

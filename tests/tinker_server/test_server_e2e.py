@@ -333,41 +333,6 @@ def test_first_step_loss_matches_the_local_engine(
     assert tinker_loss == pytest.approx(local_loss.loss, rel=0.01)
 
 
-def test_dpo_gets_its_reference_and_forward_from_tx_and_is_refused_before_a_wrong_step(
-    served: tuple[Path, process.ServerRecord],
-) -> None:
-    """DPO on Tinker is the cookbook's path: the reference's compute_logprobs, then forward_backward_custom (a
-    forward, our loss here, a cross_entropy backward carrying its gradient). tx serves the first two through the
-    compat layer; the backward would train wrongly there (it divides each datum's loss by its weight sum), so the
-    layer refuses it and the run fails with that reason, one line, leaving no run behind."""
-    project, _record = served
-    pairs = [
-        {
-            "comparison": {
-                "prompt_conversation": [{"role": "user", "content": f"What is {a} plus {b}?"}],
-                "completion_A": [{"role": "assistant", "content": f"answer: {a + b}"}],
-                "completion_B": [
-                    {"role": "assistant", "content": f"Sure! {a} plus {b} is {a + b}. Anything else?"}
-                ],
-            },
-            "label": "A",
-        }
-        for a, b in PAIRS[:BATCH]
-    ]
-    (project / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pairs))
-    argv = ["train", "run", "--data", "pairs.jsonl", "--objective", "dpo", "--rpo-alpha", "1", "--steps", "2"]
-    before = len(_manifests(project, "train-run"))
-    done = _cli(project, *argv, "--epochs", "100", "--yes")
-    assert done.returncode != 0, done.stdout
-    assert "compute_logprobs returned" not in done.stderr  # the reference's log-probs arrived, one per token
-    lines = [
-        line for line in done.stderr.splitlines() if "SkyRL tx cannot train a client-side custom loss" in line
-    ]
-    assert len(lines) == 1, done.stderr
-    assert "divides each datum's loss by its weight sum" in lines[0] and "local engine" in lines[0]
-    assert len(_manifests(project, "train-run")) == before  # a refused run leaves no run directory
-
-
 def test_a_server_that_dies_while_starting_is_reported(tmp_path: Path) -> None:
     """A model dir SkyRL tx cannot load: its engine exits, the API follows, `serve` says so and leaves no record."""
     project = tmp_path / "broken"
