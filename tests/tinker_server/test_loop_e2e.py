@@ -218,9 +218,9 @@ def test_dpo_trains_on_tx_as_on_the_local_engine(server: tuple[Path, process.Ser
     forward, our loss on the client, a backward carrying its gradient). tx serves all three through the compat layer
     (the backward rewritten so tx sums it as Tinker does): the step-1 loss equals the local engine's on the same
     batch, and one step lowers it as there. Before the rewrite tx's step 2 stayed at 4.503 where local reached
-    3.068, and the chosen answers' NLL rose. In this module, not test_server_e2e.py: its shapes (sampled prompt
-    log-probs, longer pairs) cost tx's engine ~7 GB more, which on top of that module's ~17 GB ran out of the
-    machine's 24 GB."""
+    3.068, and the chosen answers' NLL rose. In this module, not test_server_e2e.py: tx's engine grows with each
+    new shape, and DPO's (sampled prompt log-probs, longer pairs) on top of that module's ran it out of the
+    machine's 24 GB (OOM-killed at 21 GB in the next test)."""
     project, _record = server
     pairs = [
         {
