@@ -411,10 +411,14 @@ class TinkerCompat:
                 f"the forward before a custom loss's backward failed: {future}"
             )
         status, result = 408, None
-        while status == 408:  # tx's own wait (5 min) ran out: the forward is queued behind other work
+        for _ in range(
+            compat_losses.FORWARD_WAITS
+        ):  # 408: tx's own 5-min wait ran out, the forward still queued
             status, result = await self._call_app(
-                scope, "/api/v1/retrieve_future", {"request_id": future["request_id"]}
+                scope, compat_losses.RETRIEVE_ROUTE, {"request_id": future["request_id"]}
             )
+            if status != 408:
+                break
         if status != 200:
             raise compat_losses.CustomLossError(
                 f"the forward before a custom loss's backward failed: {result}"

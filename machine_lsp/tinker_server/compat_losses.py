@@ -21,10 +21,13 @@ from typing import Any
 
 BACKWARD_ROUTE = "/api/v1/forward_backward"
 FORWARD_ROUTE = "/api/v1/forward"
+RETRIEVE_ROUTE = "/api/v1/retrieve_future"
+# tx's retrieve_future waits 5 minutes per call: the forward gets 15 before the backward is answered with an error
+FORWARD_WAITS = 3
 
 
 class CustomLossError(ValueError):
-    """The forward a custom loss's backward needs did not give one log-prob per target token."""
+    """The forward a custom loss's backward needs failed, timed out, or did not give one log-prob per weight."""
 
 
 def _weights(datum: dict[str, Any]) -> list[float]:
